@@ -8,7 +8,7 @@ STAMP := $(VENV)/.benchlib-installed
 CORES ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test lint format dry-run slurm-profile bench clean
+.PHONY: venv demo test test-fast lint format dry-run slurm-profile bench clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
@@ -25,11 +25,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	pytest -ra --durations=15
 
+# The quick loop while editing: unit tests only (no workflow, SLURM or slow subprocess tests).
+test-fast: $(STAMP)
+	pytest -ra --durations=10 -m "not workflow and not slurm and not slow"
+
 lint: $(STAMP)
 	ruff check src tests
 	ruff format --check src tests
 	snakefmt --check Snakefile workflow/rules
 	snakemake --lint --configfile config/demo.yaml
+	lint-imports
 
 format: $(STAMP)
 	ruff check --fix src tests

@@ -1,18 +1,32 @@
 # benchlib: regenerate the tables and figures of LIGHTYEAR, FedAgain and TFL from raw data.
-# Usage: snakemake --configfile config/demo.yaml --cores 2          (all targets of a config)
-#        snakemake --profile profiles/slurm tables/femnist_ana.tex  (one target on SLURM)
+# Usage: snakemake --profile profiles/slurm tables/femnist_ana.tex  (a paper target, on SLURM)
+#        snakemake --configfile config/demo.yaml --cores 2          (all targets of a config)
 
 
-from snakemake.utils import min_version
+import sys
+from pathlib import Path
+
+from snakemake.utils import min_version, update_config
+
+from benchlib.errors import BenchlibError
+from benchlib.paper_configs import load_paper_config
+from benchlib.targets import all_targets
 
 min_version("9.0")
 
 
-# The default config applies only when no --configfile is given, so paper grids never leak
-# into demo or smoke runs (each config file is standalone).
+# With no --configfile the config is the papers' grids together (config/paper/*.yaml merged), so
+# every paper target resolves by name. A --configfile (demo, smoke, ...) is standalone: the paper
+# grids never leak into it. --config key=value still overrides either.
 if not workflow.overwrite_configfiles:
-
-    configfile: "config/config.yaml"
+    try:
+        paper_config = load_paper_config(Path(workflow.basedir) / "config" / "paper")
+    except BenchlibError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(1)
+    update_config(paper_config, config)
+    config.clear()
+    config.update(paper_config)
 
 
 include: "workflow/rules/common.smk"
@@ -25,4 +39,4 @@ include: "workflow/rules/paper.smk"
 rule all:
     default_target: True
     input:
-        all_targets(),
+        all_targets(CFG),

@@ -173,7 +173,7 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: dataset(c).update(clients=-3))
 
 
-@case("tau_above_one", "tau must be in [0, 1], got 1.5")
+@case("tau_above_one", "method 'lightyear': tau: 1.5 is greater than the maximum of 1")
 def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: c["methods"]["lightyear"]["params"].update(tau=1.5))
 
@@ -231,13 +231,21 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.run(store=ctx.inp / "no_store")
 
 
-@case("tampered_pixels", "pixels.npy does not match its manifest checksum")
+@case("truncated_pixels", "bytes but its manifest records")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    with open(store / "pixels.npy", "r+b") as handle:
+        handle.truncate((store / "pixels.npy").stat().st_size - 100)
+    return ctx.run(store=store)
+
+
+@case("tampered_pixels_verify_store", "pixels.npy does not match its manifest checksum")
 def _(ctx: Ctx) -> list[str]:
     store = shutil.copytree(ctx.store, ctx.inp / "store")
     pixels = np.load(store / "pixels.npy")
     pixels[0, 0, 0] ^= 1
     np.save(store / "pixels.npy", pixels)
-    return ctx.run(store=store)
+    return [benchlib_exe(), "verify-store", str(store)]
 
 
 @case("nan_in_source_data", "contains NaN or Inf pixel values")
@@ -405,6 +413,7 @@ def test_the_matrix_is_big_enough():
     assert len(CASES) >= 25
 
 
+@pytest.mark.slow  # one subprocess (benchlib or snakemake) per case
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_bad_input_gives_one_clean_error_line(
     name, mnist_store, smoke_split, smoke_cell_spec, server_url, tmp_path
@@ -427,13 +436,14 @@ def test_bad_input_gives_one_clean_error_line(
     assert files_under(ctx.out) == before, "a failed step left files behind"
 
 
+@pytest.mark.slow  # spawns `benchlib run`
 @pytest.mark.parametrize("method", ["fedavg", "p2p_fedavg"])
 def test_nonfinite_models_from_a_malfunction_are_survived_and_recorded(
     method, mnist_store, smoke_split, smoke_cell_spec, tmp_path
 ):
     spec = smoke_cell_spec("fedavg", "ana", k=1)
     spec["method"] = spec["method_id"] = method
-    spec["malfunction_params"]["ana_scale"] = 1e40  # noise overflows float32 to Inf
+    spec["malfunction_params"]["ana"] = {"scale": 1e40}  # noise overflows float32 to Inf
     result = subprocess.run(
         Ctx(tmp_path, mnist_store, smoke_split, spec, "").run(),
         env=tool_env(),

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import ops_benchlib, ops_run_args
+
+pytestmark = pytest.mark.slow  # spawns `benchlib run` twice
 
 TIMING_ONLY = ("wall_seconds", "round_seconds", "host", "device", "threads", "torch")
 

@@ -84,12 +84,12 @@ def test_star_clients_share_one_global_model_and_local_never_communicates(
 ):
     star = Cell(smoke_cell_spec("fedavg", "none", 0), mnist_store, smoke_split)
     star.run_round(0)
-    vectors = star._evaluation_vectors()
+    vectors = [star._evaluation_vector(c) for c in range(star.num_clients)]
     assert all(torch.equal(v, vectors[0]) for v in vectors)
     local = Cell(smoke_cell_spec("local", "none", 0), mnist_store, smoke_split)
     local.run_round(0)
     assert local.history.selections == [[[], [], [], []]]
-    own = local._evaluation_vectors()
+    own = [local._evaluation_vector(c) for c in range(local.num_clients)]
     assert not torch.equal(own[0], own[1])
 
 
@@ -97,7 +97,7 @@ def test_sfa_broadcasts_do_not_touch_the_senders_own_model(
     mnist_store, smoke_split, smoke_cell_spec
 ):
     cell = Cell(smoke_cell_spec("local", "sfa", 1), mnist_store, smoke_split)
-    trained = cell._train_all(0)
-    sent = cell._transmit(0, trained)
+    trained, _ = cell._train_all(0, cell.federation)
+    sent = cell._transmit(0, cell.federation, trained)
     assert torch.equal(sent[0], -trained[0]) and torch.equal(sent[1], trained[1])
     assert torch.equal(cell.layout.flatten(cell.models[0]), trained[0])

@@ -18,14 +18,16 @@ from benchlib.config import Config, load_config, load_config_file
 from benchlib.errors import BenchlibError
 from benchlib.methods.base import method_names
 from benchlib.models import build_model
-from benchlib.report.table import render_table
-from benchlib.report.training_details import (
+from benchlib.paper_configs import load_paper_config
+from benchlib.report.kinds.robustness_table import render_table
+from benchlib.report.kinds.training_details import (
     format_number,
     render_training_details,
     training_details_spec,
 )
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
+PAPER_LIGHTYEAR = REPO / "config" / "paper" / "lightyear.yaml"
 PAPER_ORDER = [
     "fedavg",
     "afa",
@@ -54,7 +56,7 @@ PAPER_LABELS = [
 
 @pytest.fixture(scope="module")
 def paper() -> Config:
-    return load_config(REPO / "config" / "lightyear.yaml")
+    return load_config(PAPER_LIGHTYEAR)
 
 
 def test_paper_grid(paper):
@@ -71,6 +73,7 @@ def test_paper_grid(paper):
         "femnist_sfa",
         "femnist_random",
         "femnist_dynamic",
+        "training_details",
     ]
     cells = paper.cells("femnist", "ana")
     assert {(c.method, c.k) for c in cells} == {(m, k) for m in implemented for k in range(1, 8)}
@@ -93,7 +96,7 @@ def test_paper_dataset_training_and_model(paper):
         "persist_optimizer": True,
         "loss": "cross_entropy",
     }
-    assert ds["malfunction"]["ana_scale"] == 120.5
+    assert ds["malfunction"]["ana"]["scale"] == 120.5
     model = build_model(ds["model"]["name"], 62, (1, 28, 28), ds["model"].get("params"))
     assert sum(p.numel() for p in model.parameters()) == 1_690_046  # the authors' CNN
     spec = paper.dataset_spec("femnist")
@@ -106,8 +109,11 @@ def test_paper_dataset_training_and_model(paper):
 
 
 def test_default_config_is_the_paper_grid():
-    default = load_config_file(REPO / "config" / "config.yaml")
-    assert default == load_config_file(REPO / "config" / "lightyear.yaml")
+    default = load_paper_config(REPO / "config" / "paper")
+    assert (
+        default["experiments"]["femnist"]
+        == load_config_file(PAPER_LIGHTYEAR)["experiments"]["femnist"]
+    )
 
 
 def test_femnist_sample_config():
@@ -126,9 +132,7 @@ def test_femnist_sample_config():
     assert ds["training"]["rounds"] < 12
     assert {k: v for k, v in ds["training"].items() if k != "rounds"} == {
         k: v
-        for k, v in load_config_file(REPO / "config" / "lightyear.yaml")["datasets"]["femnist"][
-            "training"
-        ].items()
+        for k, v in load_config_file(PAPER_LIGHTYEAR)["datasets"]["femnist"]["training"].items()
         if k != "rounds"
     }
     assert config.download_files("femnist_sample") == []
@@ -192,7 +196,7 @@ def test_undefined_method_ids_stay_an_error():
     ],
 )
 def test_bad_dataset_settings_give_clear_errors(change, message):
-    raw = load_config_file(REPO / "config" / "lightyear.yaml")
+    raw = load_config_file(PAPER_LIGHTYEAR)
     change(raw["datasets"]["femnist"])
     with pytest.raises(BenchlibError, match=message):
         Config(raw)
@@ -210,7 +214,7 @@ def test_training_details_golden(paper):
 
 
 def test_training_details_columns_follow_the_config():
-    raw = copy.deepcopy(load_config_file(REPO / "config" / "lightyear.yaml"))
+    raw = copy.deepcopy(load_config_file(PAPER_LIGHTYEAR))
     camelyon = copy.deepcopy(raw["datasets"]["femnist"])
     camelyon["label"] = "Camelyon17"
     camelyon["training"] = {

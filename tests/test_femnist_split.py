@@ -144,7 +144,7 @@ def test_store_without_shards_or_source_split_gives_clear_errors():
         }
     )
     data = PreparedData(
-        index=index, pixels=np.zeros((40, 2, 2), np.uint8), manifest={"num_classes": 4}
+        index=index, arrays={"pixels": np.zeros((40, 2, 2), np.uint8)}, manifest={"num_classes": 4}
     )
     with pytest.raises(
         BenchlibError, match=r"needs the store column 'shard'.*use partition writers"

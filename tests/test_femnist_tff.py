@@ -163,6 +163,7 @@ def error_lines(log: Path) -> list[str]:
 
 
 @pytest.mark.workflow
+@pytest.mark.slow
 def test_download_prepare_split_and_train_through_snakemake(tff, tmp_path):
     root, truth, digest = tff
     with serve_directory(root) as (url, requests):
@@ -199,6 +200,7 @@ def test_download_prepare_split_and_train_through_snakemake(tff, tmp_path):
 
 
 @pytest.mark.workflow
+@pytest.mark.slow
 def test_checksum_mismatch_stops_the_workflow_with_no_outputs(tff, tmp_path):
     root, _, digest = tff
     wrong = hashlib.sha256(b"not the archive").hexdigest()
@@ -221,6 +223,7 @@ def test_checksum_mismatch_stops_the_workflow_with_no_outputs(tff, tmp_path):
 
 
 @pytest.mark.workflow
+@pytest.mark.slow
 def test_corrupt_archive_stops_the_prepare_step_with_no_store(tff, tmp_path):
     root, _, _ = tff
     with serve_directory(root) as (url, _):

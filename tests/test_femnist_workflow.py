@@ -19,7 +19,7 @@ from test_femnist_leaf import LEAF_SAMPLE, SHARDS, TEST_PER_SHARD, TRAIN_PER_SHA
 
 from benchlib.config import load_config
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 MALFUNCTIONS = ["ana", "sfa", "random", "dynamic"]
 CELL = re.compile(r"^\d{1,3}\.\d \$\\pm\$ \d{1,3}\.\d$")
 
@@ -104,7 +104,7 @@ def test_clients_are_leaf_shards_with_writer_ids(sample_run):
 
 
 def test_paper_dry_run_plans_one_cell_per_method_and_k(tmp_path):
-    config = REPO / "config" / "lightyear.yaml"
+    config = REPO / "config" / "paper" / "lightyear.yaml"
     methods = load_config(config).experiments["femnist"]["methods"]
     profile = ["--profile", str(REPO / "profiles" / "slurm")]
     if not (REPO / "profiles" / "slurm" / "config.yaml").is_file():

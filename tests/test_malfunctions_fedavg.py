@@ -7,8 +7,8 @@ import torch
 
 from benchlib.errors import BenchlibError
 from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction, malicious_clients
-from benchlib.methods.base import StarRound, build_method
-from benchlib.seeding import torch_generator
+from benchlib.fl.rng import torch_generator
+from benchlib.methods.base import PeerView, StarRound, build_method
 
 
 def context(round_index=3, client=2, scale=120.5):
@@ -16,8 +16,8 @@ def context(round_index=3, client=2, scale=120.5):
         seed=7,
         round=round_index,
         client=client,
-        ana_scale=scale,
         fresh_vector=lambda seed: torch.full((4,), float(seed % 1000)),
+        params={"ana": {"scale": scale}},
     )
 
 
@@ -73,6 +73,6 @@ def test_fedavg_weights_by_samples_or_batches():
 def test_p2p_fedavg_is_the_uniform_mean_with_the_own_model():
     method = build_method("p2p_fedavg", {})
     result = method.aggregate_client(
-        0, 0, torch.tensor([3.0]), [1, 2], torch.tensor([[0.0], [6.0]]), None
+        PeerView(0, 0, torch.tensor([3.0]), [1, 2], torch.tensor([[0.0], [6.0]]), None)
     )
     assert result.vector.item() == pytest.approx(3.0) and result.selected == [1, 2]

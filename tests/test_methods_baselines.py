@@ -16,20 +16,21 @@ from sklearn.cluster import AgglomerativeClustering
 from torch import nn
 
 from benchlib.errors import BenchlibError
-from benchlib.fl.clients import ClientData
+from benchlib.fl.data import BatchSource, ClientData
 from benchlib.fl.engine import LocalTraining
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.params import ParamLayout
 from benchlib.methods.afa import AFA
 from benchlib.methods.asmr import ASMR, outlier_factors
 from benchlib.methods.balance import Balance
-from benchlib.methods.base import PeerEvaluator, StarRound, build_method
+from benchlib.methods.base import PeerEvaluator, PeerView, StarRound, build_method
 from benchlib.methods.cfl import CFL, optimal_bipartition
 from benchlib.methods.ditto import Ditto
 from benchlib.methods.fedprox import FedProx
 from benchlib.methods.krum import Krum
 from benchlib.methods.robust_utils import proximal_hook
 from benchlib.methods.scclip import SCClip
+from benchlib.tasks import get_task
 
 BIG = 1e30
 
@@ -84,18 +85,20 @@ def linear_training(
     optimizers: list[torch.optim.Optimizer] | None = None,
 ) -> LocalTraining:
     """A one-client LocalTraining whose single batch holds all of (x, y)."""
-    data = ClientData(x, y, x[:0], y[:0], x[:0], y[:0])
+    rows = np.arange(len(y))
+    data = ClientData({"train": rows, "val": rows[:0], "test": rows[:0]})
+    source = BatchSource(x.numpy(), y.numpy(), get_task("classification"), rows)
     return LocalTraining(
         models=[model],
         optimizers=optimizers or [build_optimizer(list(model.parameters()), cfg)],
         clients=[data],
+        source=source,
         training=cfg,
         loss_fn=nn.CrossEntropyLoss(),
         seed=0,
         round=round,
         layout=ParamLayout.of(model),
         global_vector=global_vector,
-        make_optimizer=lambda m: build_optimizer(list(m.parameters()), cfg),
     )
 
 
@@ -236,7 +239,7 @@ def test_krum_rejects_impossible_parameters() -> None:
     with pytest.raises(BenchlibError):
         Krum(f=1, variant="authors")
     with pytest.raises(BenchlibError):
-        Krum(variant="bogus")
+        build_method("krum", {"variant": "bogus"})  # variants: the catalog
 
 
 # ---------------------------------------------------------------------------------- AFA
@@ -614,7 +617,9 @@ def test_balance_by_hand(
 ) -> None:
     balance = setup(Balance(variant=variant), 6, rounds=4)
     result = balance.aggregate_client(
-        round, 0, torch.tensor([3.0, 4.0]), [1, 2, 3, 4, 5, 6], BALANCE_PEERS, no_evaluator()
+        PeerView(
+            round, 0, torch.tensor([3.0, 4.0]), [1, 2, 3, 4, 5, 6], BALANCE_PEERS, no_evaluator()
+        )
     )
     np.testing.assert_allclose(result.vector.numpy(), expected, rtol=1e-6)
     assert result.selected == selected
@@ -630,7 +635,9 @@ def test_scclip_remove_then_clip_by_hand() -> None:
     # own 0: distances 5, 1, 2, 10; b = 2 removes (6, 8) and (3, 4); tau^2 = (1 + 4)/2 = 2.5;
     # (0, 2) is clipped to (0, sqrt 2.5); x <- 0 + ((1, 0) + (0, 1.5811)) / 5
     scclip = setup(SCClip(b=2), 5)
-    result = scclip.aggregate_client(0, 0, torch.zeros(2), [1, 2, 3, 4], SC_PEERS, no_evaluator())
+    result = scclip.aggregate_client(
+        PeerView(0, 0, torch.zeros(2), [1, 2, 3, 4], SC_PEERS, no_evaluator())
+    )
     np.testing.assert_allclose(result.vector.numpy(), [0.2, math.sqrt(2.5) / 5], rtol=1e-6)
     assert result.selected == [2, 3]
     assert result.scores == {1: 5.0, 2: 1.0, 3: 2.0, 4: 10.0}
@@ -639,7 +646,7 @@ def test_scclip_remove_then_clip_by_hand() -> None:
 def test_scclip_fixed_radius_clips_differences_around_the_own_model() -> None:
     own = torch.tensor([1.0, 1.0])
     result = setup(SCClip(b=0, tau=0.5), 5).aggregate_client(
-        0, 0, own, [1, 2, 3, 4], SC_PEERS, no_evaluator()
+        PeerView(0, 0, own, [1, 2, 3, 4], SC_PEERS, no_evaluator())
     )
     diffs = SC_PEERS.double().numpy() - 1.0
     clipped = [d * min(1.0, 0.5 / np.linalg.norm(d)) for d in diffs]
@@ -653,7 +660,9 @@ def test_scclip_authors_clips_whole_models_at_the_second_largest_distance() -> N
     assert tau == pytest.approx(math.sqrt(13))
     clipped = [p * min(1.0, tau / np.linalg.norm(p)) for p in peers]
     result = setup(SCClip(variant="authors"), 5).aggregate_client(
-        0, 0, torch.tensor(own, dtype=torch.float32), [1, 2, 3, 4], SC_PEERS, no_evaluator()
+        PeerView(
+            0, 0, torch.tensor(own, dtype=torch.float32), [1, 2, 3, 4], SC_PEERS, no_evaluator()
+        )
     )
     np.testing.assert_allclose(
         result.vector.numpy(), (own + np.sum(clipped, axis=0)) / 5, rtol=1e-6
@@ -744,7 +753,9 @@ def test_p2p_methods_never_take_garbage(method: Any, taken: list[int]) -> None:
     own = torch.tensor(BENIGN[0])
     received = rows(*BENIGN[1:], *GARBAGE)
     setup(method, 7, rounds=4)
-    result = method.aggregate_client(0, 0, own, [1, 2, 3, 4, 5, 6], received, no_evaluator())
+    result = method.aggregate_client(
+        PeerView(0, 0, own, [1, 2, 3, 4, 5, 6], received, no_evaluator())
+    )
     assert bool(torch.isfinite(result.vector).all())
     assert sorted({4, 5, 6} & set(result.selected)) == taken
     assert bool((result.vector.abs() <= rows(*BENIGN).abs().max(dim=0).values + 1e-6).all())
@@ -754,7 +765,7 @@ def test_scclip_with_too_small_b_still_drops_non_finite_models() -> None:
     own = torch.tensor(BENIGN[0])
     received = rows(*BENIGN[1:], *GARBAGE[:2])
     result = setup(SCClip(b=1), 6).aggregate_client(
-        0, 0, own, [1, 2, 3, 4, 5], received, no_evaluator()
+        PeerView(0, 0, own, [1, 2, 3, 4, 5], received, no_evaluator())
     )
     assert bool(torch.isfinite(result.vector).all()) and result.selected == [1, 2, 3]
 

@@ -60,6 +60,7 @@ def test_config_lists_every_baseline_in_both_variants() -> None:
     assert variants == {"krum", "afa", "asmr", "cfl", "ditto", "balance", "scclip"}
 
 
+@pytest.mark.slow  # trains every baseline through the engine
 @pytest.mark.parametrize("method_id", METHOD_IDS)
 def test_method_runs_end_to_end(prepared: tuple[Config, Path], method_id: str) -> None:
     metrics, out, _ = run(prepared, method_id, "full")
@@ -83,6 +84,7 @@ def test_method_runs_end_to_end(prepared: tuple[Config, Path], method_id: str) -
         assert first["round"] == 0 and math.isfinite(first["max_cross_similarity"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method_id", STATEFUL)
 def test_resumed_run_writes_identical_metrics(
     prepared: tuple[Config, Path], method_id: str

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchlib.methods.base import PeerEvaluator, build_method
+from benchlib.methods.base import PeerEvaluator, PeerView, build_method
 from benchlib.metrics import accuracy, expected_calibration_error
 
 LABELS = torch.tensor([0, 1, 2, 1])
@@ -102,12 +102,14 @@ def run_lightyear(params, round_index, peers_logits):
     table = {0.0: REF_LOGITS, **{float(i + 1): lg for i, lg in enumerate(peers_logits)}}
     method = build_method("lightyear", params)
     result = method.aggregate_client(
-        round_index,
-        0,
-        own,
-        list(range(1, len(vectors) + 1)),
-        torch.stack(vectors),
-        LookupEvaluator(table),
+        PeerView(
+            round_index,
+            0,
+            own,
+            list(range(1, len(vectors) + 1)),
+            torch.stack(vectors),
+            LookupEvaluator(table),
+        )
     )
     return own, vectors, result
 
@@ -155,7 +157,7 @@ def test_empty_selection_keeps_own_model():
 @pytest.mark.parametrize(
     "params,message",
     [
-        ({"tau": 1.5}, "tau must be in"),
+        ({"tau": 1.5}, "tau: 1.5 is greater than the maximum of 1"),
         ({"variant": "x"}, "variant"),
         ({"beta": 1}, "does not take"),
     ],

@@ -36,6 +36,8 @@ from conftest import (
 )
 from slurm.cluster import GPU_PARTITION, LocalSlurm, start_cluster, stop_cluster, unavailable_reason
 
+pytestmark = pytest.mark.slow  # every test runs snakemake (dry runs included) or make
+
 PROFILE = REPO / "profiles" / "slurm"
 CI_PROFILE = REPO / "tests" / "slurm" / "profile"
 RULE = re.compile(r"^(?:local)?rule (\w+):$")

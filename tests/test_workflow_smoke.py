@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import REPO, tool_env
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 CELL = re.compile(r"([0-9.]+) \$\\pm\$ ([0-9.]+)")
 
 

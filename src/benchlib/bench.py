@@ -1,27 +1,55 @@
-"""Engine overhead benchmark: engine rounds vs. the bare forward/backward loop, same process.
+"""Benchmarks (``benchlib bench``): engine overhead, and training streamed from a large store.
 
-The bare reference trains the same clients on the same resident tensors with a plain
-``forward -> loss -> backward -> step`` loop (no FL logic, no copies, no metrics), and evaluates
-the same (model, validation set) pairs with one large batch under ``inference_mode``. The
-benchmark prints median times and the ratios engine / bare; no timing is asserted anywhere.
+**Engine overhead** (:func:`run_benchmark`): engine rounds of fedavg (star) and lightyear (P2P)
+on mnist5k against a bare ``forward -> loss -> backward -> step`` loop in the same process. The
+bare reference trains the same clients on float tensors of their rows built once up front (no
+FL logic, no per-batch gather or uint8 -> float conversion, no metrics) and evaluates the same
+(model, validation set) pairs with one large batch under ``inference_mode``; so the ratio
+engine / bare includes the engine's per-batch gather and conversion.
+
+**Streaming** (:func:`run_stream_benchmark`): generates a synthetic store of ``size_gib`` GiB
+(96x96x3 uint8 patches, written chunk by chunk: never held in memory), trains a fixed number of
+steps of a small FEMNIST CNN with ``data_mode: stream`` on clients whose rows are spread over
+the whole file (the file's page cache is dropped first, where the kernel allows), and the same
+number of steps with ``data_mode: resident`` on a subset that fits in memory. A background
+thread samples the process's anonymous resident memory (``RssAnon``; the page cache of the
+memory-mapped store counts as ``RssFile``, not anon) every 20 ms.
+
+Both print tables; no timing is asserted anywhere.
 """
 
 from __future__ import annotations
 
 import copy
+import gc
+import hashlib
+import io
+import json
+import math
+import os
+import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pandas as pd
 import torch
 
 from benchlib.data.registry import get_dataset
-from benchlib.data.split import SplitSpec, make_split, write_split
-from benchlib.data.store import load_store
+from benchlib.data.split import SPLIT_COLUMNS, SplitSpec, make_split, write_split
+from benchlib.data.store import INDEX_FILE, MANIFEST_FILE, PIXELS_FILE, load_store
+from benchlib.errors import require
 from benchlib.fl.engine import Cell
 from benchlib.fl.optim import build_optimizer
+from benchlib.io import sha256_file, write_json_atomic
+from benchlib.seeding import numpy_rng
+
+Print = Callable[[str], None]
 
 TRAINING = {
     "optimizer": "adam",
@@ -34,7 +62,8 @@ TRAINING = {
 }
 
 
-def _spec(method: str, clients: int) -> dict:
+# ------------------------------------------------------------------------- engine overhead
+def _spec(method: str, clients: int) -> dict[str, Any]:
     return {
         "experiment": "bench",
         "dataset": "mnist5k",
@@ -51,60 +80,88 @@ def _spec(method: str, clients: int) -> dict:
     }
 
 
-def _bare_train(cell: Cell, models: list[torch.nn.Module], optimizers: list) -> None:
+class _BareData:
+    """The reference's data: float tensors of each client's train and val rows, built once."""
+
+    def __init__(self, cell: Cell) -> None:
+        self.train = [cell.source.batch(c.rows["train"]) for c in cell.clients]
+        self.val = [cell.source.batch(c.rows["val"])[0] for c in cell.clients]
+
+
+def _bare_train(
+    cell: Cell, data: _BareData, models: list[torch.nn.Module], optimizers: list
+) -> None:
     batch = TRAINING["batch_size"]
-    for model, optimizer, data in zip(models, optimizers, cell.clients, strict=True):
+    for model, optimizer, (x, y) in zip(models, optimizers, data.train, strict=True):
         model.train()
-        order = torch.randperm(len(data.train_y))
+        order = torch.randperm(len(y))
         for start in range(0, len(order), batch):
             idx = order[start : start + batch]
             optimizer.zero_grad(set_to_none=True)
-            cell.loss_fn(model(data.train_x[idx]), data.train_y[idx]).backward()
+            cell.loss_fn(model(x[idx]), y[idx]).backward()
             optimizer.step()
 
 
 @torch.inference_mode()
-def _bare_eval(cell: Cell, models: list[torch.nn.Module], pairs: str) -> None:
+def _bare_eval(data: _BareData, models: list[torch.nn.Module], pairs: str) -> None:
     for model in models:
         model.eval()
     if pairs == "all":  # P2P: every client scores every model on its own validation set
-        for data in cell.clients:
+        for val_x in data.val:
             for model in models:
-                model(data.val_x)
+                model(val_x)
     else:  # star: one global model scored on each validation set
-        for data in cell.clients:
-            models[0](data.val_x)
+        for val_x in data.val:
+            models[0](val_x)
 
 
-def _median_time(func: Callable[[], None], repeats: int) -> float:
-    times = []
+def _median_times(funcs: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
+    """Median seconds of each function; the functions take turns (one call each per repeat),
+    so a load that drifts during the benchmark affects all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in funcs}
     for _ in range(repeats):
-        tick = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - tick)
-    return statistics.median(times)
+        for name, func in funcs.items():
+            tick = time.perf_counter()
+            func()
+            times[name].append(time.perf_counter() - tick)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
-def run_benchmark(rounds: int = 3, clients: int = 8, samples: int = 400, repeats: int = 3) -> dict:
-    """Time engine rounds of fedavg (star) and lightyear (P2P) against the bare loop."""
+def run_benchmark(
+    rounds: int = 3,
+    clients: int = 8,
+    samples: int = 400,
+    repeats: int = 3,
+    store: Path | None = None,
+    out: Print = print,
+) -> dict[str, dict[str, float]]:
+    """Time engine rounds of fedavg (star) and lightyear (P2P) against the bare loop.
+
+    ``store``: a prepared mnist5k store to use (default: prepare one in a temporary folder).
+    Returns the ratios engine / bare per method and phase (``train``, ``round``).
+    """
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "store"
-        get_dataset("mnist5k").prepare(store, {})
-        per_client = 5000 // clients
+        if store is None:
+            store = Path(tmp) / "store"
+            get_dataset("mnist5k").prepare(store, {})
+        per_client = len(load_store(store).index) // clients
         val = min(0.4, 100 / per_client)
-        test = min(0.4, max(0.05, 1 - val - samples / per_client))
+        test = min(0.95 - val, max(0.05, 1 - val - samples / per_client))
         split = Path(tmp) / "split.csv"
         write_split(
             make_split(load_store(store), SplitSpec(clients, "iid", {}, val, test, 0)), split
         )
-        print(
-            f"benchmark: {clients} clients x ~{samples} train samples, FEMNIST CNN, "
+        table = pd.read_csv(split)
+        train_size = int((table["subset"] == "train").sum()) // clients
+        out(
+            f"engine overhead: {clients} clients x ~{train_size} train samples, FEMNIST CNN, "
             f"{torch.get_num_threads()} threads, median of {repeats}"
         )
-        print(f"{'method':<10} {'phase':<8} {'engine s':>9} {'bare s':>9} {'ratio':>6}")
+        out(f"{'method':<10} {'phase':<8} {'engine s':>9} {'bare s':>9} {'ratio':>6}")
         for method, pairs in (("fedavg", "global"), ("lightyear", "all")):
             cell = Cell(_spec(method, clients), store, split, device=torch.device("cpu"))
+            data = _BareData(cell)
             models = [copy.deepcopy(m) for m in cell.models]
             optimizers = [build_optimizer(list(m.parameters()), TRAINING) for m in models]
             state = {"round": 0}
@@ -114,19 +171,395 @@ def run_benchmark(rounds: int = 3, clients: int = 8, samples: int = 400, repeats
                 state["round"] += 1
 
             def engine_train(cell: Cell = cell) -> None:
-                cell._train_all(0)
+                cell._train_all(0, cell.federation)
 
-            bare_train = _median_time(
-                lambda m=models, o=optimizers, c=cell: _bare_train(c, m, o), repeats
+            median = _median_times(
+                {
+                    "bare_train": lambda m=models, o=optimizers, c=cell, d=data: _bare_train(
+                        c, d, m, o
+                    ),
+                    "train": engine_train,
+                    "bare_eval": lambda m=models, d=data, p=pairs: _bare_eval(d, m, p),
+                    "round": engine_round,
+                },
+                repeats,
             )
-            bare_eval = _median_time(lambda m=models, c=cell, p=pairs: _bare_eval(c, m, p), repeats)
-            train = _median_time(engine_train, repeats)
-            full = _median_time(engine_round, repeats)
             rows = {
-                "train": (train, bare_train),
-                "round": (full, bare_train + bare_eval),
+                "train": (median["train"], median["bare_train"]),
+                "round": (median["round"], median["bare_train"] + median["bare_eval"]),
             }
             for phase, (ours, bare) in rows.items():
-                print(f"{method:<10} {phase:<8} {ours:>9.3f} {bare:>9.3f} {ours / bare:>6.2f}")
+                out(f"{method:<10} {phase:<8} {ours:>9.3f} {bare:>9.3f} {ours / bare:>6.2f}")
             results[method] = {phase: ours / bare for phase, (ours, bare) in rows.items()}
+    return results
+
+
+# ------------------------------------------------------------------------- memory sampling
+def rss_anon_bytes(field: str = "RssAnon") -> int:
+    """This process's resident memory of one kind (``RssAnon``, ``RssFile``) from /proc."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) * 1024  # the kernel reports kB
+    raise OSError(f"/proc/self/status has no {field} line (Linux >= 4.5 needed)")
+
+
+def disk_read_bytes() -> int:
+    """Bytes this process has caused to be read from storage (page-cache misses included)."""
+    try:
+        with open("/proc/self/io") as handle:
+            for line in handle:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1  # not available (no task I/O accounting)
+
+
+class PeakRss:
+    """Samples RssAnon and RssFile in a background thread; ``peak_anon`` / ``peak_file`` bytes.
+
+    Use as a context manager around the measured code.
+    """
+
+    def __init__(self, interval: float = 0.02) -> None:
+        self.interval = interval
+        self.peak_anon = 0
+        self.peak_file = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        self.peak_anon = max(self.peak_anon, rss_anon_bytes("RssAnon"))
+        self.peak_file = max(self.peak_file, rss_anon_bytes("RssFile"))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> PeakRss:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+
+# ------------------------------------------------------------------------ synthetic store
+STREAM_DATASET = "bench_stream"
+STREAM_SHAPE = (96, 96, 3)
+STREAM_CLASSES = 10
+CHUNK_BYTES = 256 * 1024**2
+
+
+def _synthetic_params(
+    rows: int, shape: tuple[int, ...], seed: int, chunk_rows: int
+) -> dict[str, Any]:
+    return {
+        "rows": rows,
+        "shape": list(shape),
+        "classes": STREAM_CLASSES,
+        "seed": seed,
+        "chunk_rows": chunk_rows,
+    }
+
+
+def write_synthetic_store(
+    out_dir: str | Path,
+    rows: int,
+    shape: tuple[int, ...] = STREAM_SHAPE,
+    seed: int = 0,
+    chunk_bytes: int = CHUNK_BYTES,
+    out: Print = print,
+) -> Path:
+    """Write a store of ``rows`` random uint8 images without holding it in memory.
+
+    Same layout as :func:`benchlib.data.store.write_store` (index.csv, pixels.npy, manifest.json
+    with sha256 and sizes; written in a sibling temp dir renamed into place). pixels.npy is
+    written chunk by chunk and hashed on the fly; each image is seeded noise with a
+    class-coloured 8x8 corner (label = a seeded class). Reused when ``out_dir`` already holds a
+    store made with the same parameters.
+    """
+    out_dir = Path(out_dir)
+    row_bytes = math.prod(shape)
+    chunk_rows = max(1, chunk_bytes // row_bytes)
+    params = _synthetic_params(rows, shape, seed, chunk_rows)
+    manifest_path = out_dir / MANIFEST_FILE
+    if manifest_path.is_file() and json.loads(manifest_path.read_text()).get("synthetic") == params:
+        load_store(out_dir)  # sizes match the manifest
+        out(f"reusing the store in {out_dir}")
+        return out_dir
+    labels = numpy_rng(seed, "bench/labels").integers(0, STREAM_CLASSES, rows)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp.chmod(0o755)
+    try:
+        index = pd.DataFrame(
+            {
+                "sample_id": [f"s{i:09d}" for i in range(rows)],
+                "label": labels,
+                "group": (np.arange(rows) % 64).astype(str),
+                "source_split": "",
+            }
+        )
+        index.to_csv(tmp / INDEX_FILE, index=False)
+        del index
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            header,
+            {
+                "descr": np.lib.format.dtype_to_descr(np.dtype(np.uint8)),
+                "fortran_order": False,
+                "shape": (rows, *shape),
+            },
+        )
+        digest = hashlib.sha256(header.getvalue())
+        total = rows * row_bytes
+        started, reported = time.perf_counter(), 0
+        with open(tmp / PIXELS_FILE, "wb") as handle:
+            handle.write(header.getvalue())
+            for number, first in enumerate(range(0, rows, chunk_rows)):
+                count = min(chunk_rows, rows - first)
+                rng = numpy_rng(seed, "bench/pixels", number)
+                chunk = rng.integers(0, 256, (count, *shape), dtype=np.uint8)
+                chunk[:, :8, :8] = (labels[first : first + count] * 25)[:, None, None, None]
+                data = memoryview(chunk).cast("B")
+                digest.update(data)
+                handle.write(data)
+                done = (first + count) * row_bytes
+                if done - reported >= 1024**3 or done == total:
+                    reported = done
+                    elapsed = time.perf_counter() - started
+                    out(
+                        f"  generated {done / 1024**3:6.2f} / {total / 1024**3:.2f} GiB "
+                        f"({done / 1024**2 / max(elapsed, 1e-9):.0f} MiB/s)"
+                    )
+            handle.flush()
+            os.fsync(handle.fileno())
+        files = [INDEX_FILE, PIXELS_FILE]
+        manifest = {
+            "dataset": STREAM_DATASET,
+            "task": "classification",
+            "num_samples": rows,
+            "num_classes": STREAM_CLASSES,
+            "image_shape": list(shape),
+            "arrays": ["pixels"],
+            "sources": [],
+            "files": {INDEX_FILE: sha256_file(tmp / INDEX_FILE), PIXELS_FILE: digest.hexdigest()},
+            "sizes": {name: (tmp / name).stat().st_size for name in files},
+            "synthetic": params,
+        }
+        write_json_atomic(tmp / MANIFEST_FILE, manifest)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out_dir
+
+
+def drop_file_cache(path: Path) -> bool:
+    """Ask the kernel to evict ``path``'s clean pages from the page cache (no root needed)."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return True
+
+
+def spread_rows(total: int, clients: int, per_client: int, seed: int = 0) -> list[np.ndarray]:
+    """Per client, ``per_client`` distinct store rows drawn at random from the whole store."""
+    require(
+        clients * per_client <= total, f"the store has {total} rows, {clients * per_client} needed"
+    )
+    chosen = numpy_rng(seed, "bench/rows").choice(total, clients * per_client, replace=False)
+    return [chosen[c::clients] for c in range(clients)]
+
+
+def write_bench_split(
+    path: Path, sample_ids: np.ndarray, rows: list[np.ndarray], train: int, evaluate: int
+) -> None:
+    """A split CSV: client c trains on ``rows[c][:train]`` and validates/tests on the next rows."""
+    parts = []
+    for client, own in enumerate(rows):
+        subsets = {
+            "train": own[:train],
+            "val": own[train : train + evaluate],
+            "test": own[train + evaluate : train + 2 * evaluate],
+        }
+        for subset, chosen in subsets.items():
+            ids = np.sort(sample_ids[chosen])
+            parts.append(pd.DataFrame({"sample_id": ids, "client": client, "subset": subset}))
+    table = pd.concat(parts, ignore_index=True)
+    table["group"] = "0"
+    table[SPLIT_COLUMNS].to_csv(path, index=False)
+
+
+def _stream_spec(clients: int, batch: int, epochs: int, mode: str, model: dict) -> dict[str, Any]:
+    return {
+        "experiment": "bench_stream",
+        "dataset": STREAM_DATASET,
+        "method_id": "fedavg",
+        "method": "fedavg",
+        "malfunction": "none",
+        "k": 0,
+        "seed": 0,
+        "clients": clients,
+        "model": {"name": "femnist_cnn", "params": dict(model)},
+        "training": {
+            "optimizer": "adam",
+            "lr": 1e-3,
+            "batch_size": batch,
+            "local_epochs": epochs,
+            "rounds": 1,
+            "data_mode": mode,
+        },
+    }
+
+
+STREAM_MODEL = {"conv1": 4, "conv2": 8, "hidden": 32}
+
+
+def _measure(
+    spec: dict[str, Any], store: Path, split: Path, samples: int, out: Print
+) -> dict[str, Any]:
+    """Build a cell and time one round (its local training = the fixed steps) under PeakRss.
+
+    The store's page cache is dropped first: the set-up (resident) or the round (stream) reads
+    from disk.
+    """
+    gc.collect()
+    drop_file_cache(store / PIXELS_FILE)
+    with PeakRss() as peak:
+        tick = time.perf_counter()
+        cell = Cell(spec, store, split, device=torch.device("cpu"))
+        setup = time.perf_counter() - tick
+        require(cell.source.mode == spec["training"]["data_mode"], "data mode not honoured")
+        read_before, tick = disk_read_bytes(), time.perf_counter()
+        cell.run_round(0)
+        seconds = time.perf_counter() - tick
+        read = disk_read_bytes() - read_before if read_before >= 0 else -1
+    del cell
+    gc.collect()
+    row = {
+        "mode": spec["training"]["data_mode"],
+        "samples": samples,
+        "setup_s": setup,
+        "seconds": seconds,
+        "samples_per_s": samples / seconds,
+        "peak_rss_anon_mb": peak.peak_anon / 1024**2,
+        "peak_rss_file_mb": peak.peak_file / 1024**2,
+        "disk_read_mb": read / 1024**2 if read >= 0 else float("nan"),
+    }
+    out(
+        f"  {row['mode']}: set-up {setup:.1f} s, {samples} samples in {seconds:.1f} s "
+        f"(peak RssAnon {row['peak_rss_anon_mb']:.0f} MB)"
+    )
+    return row
+
+
+def run_stream_benchmark(
+    size_gib: float = 8.0,
+    steps: int = 400,
+    batch_size: int = 32,
+    clients: int = 4,
+    resident_epochs: int = 4,
+    store_dir: Path | None = None,
+    shape: tuple[int, ...] = STREAM_SHAPE,
+    model: dict[str, Any] | None = None,
+    out: Print = print,
+) -> list[dict[str, Any]]:
+    """Stream vs resident training of ``steps`` steps on a generated store of ``size_gib`` GiB.
+
+    Stream: each client trains one epoch over ``steps / clients`` batches of rows spread over the
+    whole store. Resident: the same clients train ``resident_epochs`` epochs over the first
+    ``1 / resident_epochs`` of those rows, held in memory: the same steps and samples. ``steps``
+    is rounded up to a multiple of ``clients * resident_epochs``. ``store_dir``: where the store
+    is generated (kept, and reused by a later run with the same size); default a temporary
+    folder removed at the end. Returns one row per mode (stream first).
+    """
+    require(size_gib > 0 and steps >= 1 and batch_size >= 1, "size, steps and batch must be > 0")
+    require(clients >= 2 and resident_epochs >= 1, "need >= 2 clients and >= 1 resident epoch")
+    model = dict(STREAM_MODEL if model is None else model)
+    block = clients * resident_epochs
+    steps = -(-steps // block) * block
+    per_client = steps // clients * batch_size  # stream train rows per client
+    evaluate = batch_size  # val and test rows per client: one batch each
+    row_bytes = math.prod(shape)
+    rows = max(math.ceil(size_gib * 1024**3 / row_bytes), clients * (per_client + 2 * evaluate))
+    temporary = store_dir is None
+    work = Path(tempfile.mkdtemp(prefix="benchlib-stream-")) if temporary else Path(store_dir)
+    try:
+        store = work / "store"
+        out(
+            f"stream benchmark: store of {rows} x {'x'.join(map(str, shape))} uint8 "
+            f"({rows * row_bytes / 1e9:.2f} GB = {rows * row_bytes / 1024**3:.2f} GiB) in {store}"
+        )
+        write_synthetic_store(store, rows, shape, out=out)
+        data = load_store(store)
+        sample_ids = data.index["sample_id"].to_numpy()
+        file_size = (store / PIXELS_FILE).stat().st_size
+        del data
+        spread = spread_rows(rows, clients, per_client + 2 * evaluate)
+        stream_split, resident_split = work / "split_stream.csv", work / "split_resident.csv"
+        write_bench_split(stream_split, sample_ids, spread, per_client, evaluate)
+        subset = per_client // resident_epochs
+        resident_rows = [np.concatenate([r[:subset], r[per_client:]]) for r in spread]
+        write_bench_split(resident_split, sample_ids, resident_rows, subset, evaluate)
+        del sample_ids
+        samples = steps * batch_size
+        out(
+            f"{clients} clients, {steps} steps of batch {batch_size} "
+            f"(FEMNIST CNN {model}), {torch.get_num_threads()} threads; "
+            f"stream: {clients * per_client} rows spread over the store, 1 epoch; resident: "
+            f"{clients * subset} rows, {resident_epochs} epochs"
+        )
+        out(
+            "before each mode the page cache of pixels.npy is dropped (posix_fadvise "
+            "DONTNEED): its reads come from disk"
+        )
+        results = [
+            _measure(
+                _stream_spec(clients, batch_size, 1, "stream", model),
+                store,
+                stream_split,
+                samples,
+                out,
+            ),
+            _measure(
+                _stream_spec(clients, batch_size, resident_epochs, "resident", model),
+                store,
+                resident_split,
+                samples,
+                out,
+            ),
+        ]
+    finally:
+        if temporary:
+            shutil.rmtree(work, ignore_errors=True)
+    resident_speed = results[1]["samples_per_s"]
+    for row in results:
+        row["ratio"] = row["samples_per_s"] / resident_speed
+        row["store_bytes"] = file_size
+    out(
+        f"{'mode':<9} {'samples':>8} {'seconds':>8} {'samples/s':>10} "
+        f"{'peak RssAnon MB':>16} {'peak RssFile MB':>16} {'disk read MB':>13} {'ratio':>6}"
+    )
+    for row in results:
+        out(
+            f"{row['mode']:<9} {row['samples']:>8} {row['seconds']:>8.1f} "
+            f"{row['samples_per_s']:>10.1f} {row['peak_rss_anon_mb']:>16.0f} "
+            f"{row['peak_rss_file_mb']:>16.0f} {row['disk_read_mb']:>13.0f} {row['ratio']:>6.2f}"
+        )
+    out(
+        "ratio = samples/s / resident samples/s (same run); RssFile: mapped page cache and "
+        "libraries (not anonymous); disk read: bytes read from storage during the timed round"
+    )
     return results

@@ -36,14 +36,6 @@ def parse_spec(text: str) -> dict[str, Any]:
     return spec
 
 
-# Keys of a resolved cell spec (benchlib.config.Config.cell_spec) that `run` reads.
-CELL_SPEC_KEYS = (
-    "experiment", "dataset", "method_id", "method", "malfunction", "k", "seed", "clients",
-    "model", "training",
-)  # fmt: skip
-TRAINING_KEYS = ("optimizer", "lr", "batch_size", "local_epochs", "rounds")
-
-
 def require_keys(spec: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
     """A clear error naming the keys missing from a spec (instead of a KeyError later)."""
     missing = [key for key in keys if key not in spec]
@@ -83,14 +75,16 @@ def _set_threads(threads: int | None) -> None:
 
 # ---------------------------------------------------------------------------- commands
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from benchlib.data.registry import get_dataset
+    from benchlib.data.registry import check_local_copy, get_dataset
 
     spec = parse_spec(args.spec)
     require_keys(spec, ("dataset", "source"), "--spec")
     check_output_dir(Path(args.out))
     source = get_dataset(spec["source"])
+    params = {**source.defaults, **spec.get("params", {})}
+    check_local_copy(source, spec["dataset"], params)
     LOG.info("preparing dataset %s from source %s -> %s", spec["dataset"], source.name, args.out)
-    source.prepare(Path(args.out), {**source.defaults, **spec.get("params", {})})
+    source.prepare(Path(args.out), {**params, "task": spec.get("task", "classification")})
 
 
 def cmd_download(args: argparse.Namespace) -> None:
@@ -127,11 +121,10 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 def cmd_run(args: argparse.Namespace) -> None:
     from benchlib.fl.engine import run_cell
+    from benchlib.spec import CellSpec
 
     _set_threads(args.threads)
-    spec = parse_spec(args.spec)
-    require_keys(spec, CELL_SPEC_KEYS, "--spec")
-    require_keys(spec["training"], TRAINING_KEYS, "--spec training")
+    spec = CellSpec.from_dict(parse_spec(args.spec))
     out = Path(args.out)
     for path in (out, Path(args.timing)) if args.timing else (out,):
         check_output_file(path)
@@ -147,6 +140,13 @@ def cmd_run(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_verify_store(args: argparse.Namespace) -> None:
+    from benchlib.data.store import load_store
+
+    data = load_store(args.store, verify="full")
+    print(f"{args.store}: every file matches its manifest sha256 ({len(data.index)} samples)")
+
+
 def cmd_collect(args: argparse.Namespace) -> None:
     from benchlib.report.collect import write_collected
 
@@ -157,69 +157,42 @@ def cmd_collect(args: argparse.Namespace) -> None:
     )
 
 
-def cmd_table(args: argparse.Namespace) -> None:
-    import pandas as pd
+def cmd_report(args: argparse.Namespace) -> None:
+    from benchlib.report.base import get_kind
 
-    from benchlib.report.table import render_table, write_table
-
+    kind = get_kind(args.kind)
     spec = parse_spec(args.spec)
-    text = render_table(
-        pd.read_csv(args.collected),
-        spec["experiment"],
-        spec["malfunction"],
-        [tuple(m) for m in spec["methods"]],
-        spec["k"],
-        spec["title"],
-        spec["clients"],
-        spec.get("note", ""),
-    )
-    write_table(Path(args.out), text)
-    LOG.info("wrote %s", args.out)
-
-
-def cmd_figure(args: argparse.Namespace) -> None:
-    import pandas as pd
-
-    from benchlib.report.figure import plot_robustness, robustness_frame
-
-    spec = parse_spec(args.spec)
-    frame = robustness_frame(
-        pd.read_csv(args.collected),
-        spec["experiment"],
-        spec["malfunctions"],
-        [tuple(m) for m in spec["methods"]],
-    )
-    plot_robustness(frame, spec["title"], Path(args.pdf), Path(args.png))
-    LOG.info("wrote %s and %s", args.pdf, args.png)
-
-
-def cmd_training_details(args: argparse.Namespace) -> None:
-    from benchlib.io import write_text_atomic
-    from benchlib.report.training_details import render_training_details
-
-    spec = parse_spec(args.spec)
-    require_keys(spec, ("datasets",), "--spec")
-    check_output_file(Path(args.out))
-    write_text_atomic(args.out, render_training_details(spec))
-    LOG.info("wrote %s", args.out)
+    outputs = [Path(p) for p in args.out]
+    for path in outputs:
+        check_output_file(path)
+    kind.render(spec, [Path(p) for p in args.collected], outputs)
+    LOG.info("wrote %s", " and ".join(args.out))
 
 
 def cmd_check_config(args: argparse.Namespace) -> None:
     from benchlib.config import load_config
+    from benchlib.methods.base import build_method
 
     config = load_config(args.config)
+    for method_id, entry in config.methods.items():  # the full check: build every method
+        build_method(entry.get("method", method_id), dict(entry.get("params", {})))
     cells = sum(len(config.cells(e)) for e in config.experiments)
     print(f"{args.config}: valid; {len(config.experiments)} experiments, {cells} cells")
 
 
 def cmd_targets(args: argparse.Namespace) -> None:
-    from benchlib.config import load_config
+    from benchlib.config import Config
+    from benchlib.paper_configs import load_raw_config
+    from benchlib.targets import all_targets
 
-    config = load_config(args.config)
-    for table in config.table_names():
-        print(f"tables/{table}.tex")
-    for experiment in config.experiments:
-        print(f"figures/{experiment}_robustness.pdf")
+    config = Config(load_raw_config(args.config))
+    if args.specs:
+        for report in config.reports.values():
+            spec = json.dumps(report.spec, sort_keys=True)
+            print(f"{' '.join(report.targets)}\t{report.kind}\t{' '.join(report.inputs)}\t{spec}")
+        return
+    for target in all_targets(config):
+        print(target)
 
 
 def cmd_selections(args: argparse.Namespace) -> None:
@@ -243,11 +216,21 @@ def cmd_selections(args: argparse.Namespace) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from benchlib.bench import run_benchmark
+    from benchlib.bench import run_benchmark, run_stream_benchmark
 
     _set_threads(args.threads)
-    run_benchmark(
-        rounds=args.rounds, clients=args.clients, samples=args.samples, repeats=args.repeats
+    if args.stream_gb is None:
+        run_benchmark(
+            rounds=args.rounds, clients=args.clients, samples=args.samples, repeats=args.repeats
+        )
+        return
+    if args.stream_dir:
+        check_output_dir(Path(args.stream_dir))
+    run_stream_benchmark(
+        size_gib=args.stream_gb,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        store_dir=Path(args.stream_dir) if args.stream_dir else None,
     )
 
 
@@ -285,41 +268,61 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
 
+    p = add("verify-store", cmd_verify_store, "re-hash a prepared store against its manifest")
+    p.add_argument("store", help="store directory (results/data/<dataset>)")
+
     p = add("collect", cmd_collect, "gather metrics.json files into a tidy CSV")
     p.add_argument("--out", required=True)
     p.add_argument("metrics", nargs="+")
 
-    p = add("table", cmd_table, "render a LIGHTYEAR-style LaTeX table")
-    p.add_argument("--spec", required=True)
-    p.add_argument("--collected", required=True)
-    p.add_argument("--out", required=True)
-
-    p = add("figure", cmd_figure, "draw accuracy vs. number of malfunctioning clients")
-    p.add_argument("--spec", required=True)
-    p.add_argument("--collected", required=True)
-    p.add_argument("--pdf", required=True)
-    p.add_argument("--png", required=True)
-
-    p = add("training-details", cmd_training_details, "render the training-details table")
-    p.add_argument("--spec", required=True, help="training-details spec JSON (or @file)")
-    p.add_argument("--out", required=True, help="LaTeX file to write")
+    p = add("report", cmd_report, "render one table or figure (a report kind) from its spec")
+    p.add_argument("--kind", required=True, help="report kind, e.g. robustness_table")
+    p.add_argument("--spec", required=True, help="the report's spec JSON (or @file)")
+    p.add_argument("--collected", nargs="*", default=[], help="collected CSVs the kind reads")
+    p.add_argument("--out", nargs="+", required=True, help="file(s) to write: .tex, or .pdf .png")
 
     p = add("check-config", cmd_check_config, "validate a config file")
     p.add_argument("config")
 
     p = add("targets", cmd_targets, "list the table and figure targets of a config")
-    p.add_argument("config")
+    p.add_argument(
+        "config", nargs="?", help="config file or folder (default config/paper: the paper grids)"
+    )
+    p.add_argument(
+        "--specs",
+        action="store_true",
+        help="per report: targets, kind, inputs and spec JSON (tab-separated)",
+    )
 
     p = add("selections", cmd_selections, "summarise P2P peer selections of metrics.json files")
     p.add_argument("--from-round", type=int, default=1, help="first round counted (default 1)")
     p.add_argument("metrics", nargs="+")
 
-    p = add("bench", cmd_bench, "time engine rounds against the bare training loop")
+    p = add(
+        "bench",
+        cmd_bench,
+        "time engine rounds against the bare training loop, or (--stream-gb) streamed training "
+        "from a generated large store against resident training",
+    )
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--samples", type=int, default=400, help="training samples per client")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument(
+        "--stream-gb",
+        type=float,
+        default=None,
+        help="run the streaming benchmark on a generated store of this many GiB (e.g. 8)",
+    )
+    p.add_argument("--steps", type=int, default=400, help="streaming: training steps per mode")
+    p.add_argument("--batch-size", type=int, default=32, help="streaming: batch size")
+    p.add_argument(
+        "--stream-dir",
+        default=None,
+        help="streaming: folder for the generated store, kept and reused (default: a temporary "
+        "folder, removed afterwards)",
+    )
     return parser
 
 

@@ -1,12 +1,14 @@
 """Experiment configs: schema validation, semantic checks, and the cell grid.
 
-A config file is standalone and complete. It has three sections:
+A config file is standalone and complete. It has these sections:
 
 - ``datasets``: prepared-data variants (source, clients, partition, split, model, training,
   malfunction settings);
 - ``methods``: method ids -> registered method name, table label and parameters;
 - ``experiments``: grids of cells (dataset x methods x malfunctions x k x seeds); each experiment
-  yields ``tables/<experiment>_<malfunction>.tex`` and ``figures/<experiment>_robustness.pdf``.
+  yields ``tables/<experiment>_<malfunction>.tex`` and ``figures/<experiment>_robustness.pdf``;
+- ``reports`` (optional): further tables and figures, ``name -> {kind, ...parameters}`` (see
+  ``benchlib.report.base``).
 
 ``k = 0`` cells are shared by all malfunctions of an experiment (malfunction ``none``).
 
@@ -27,7 +29,18 @@ from typing import Any
 import jsonschema
 import yaml
 
+from benchlib.axes import SEPARATOR, apply_axes, changes_data, variants
+from benchlib.catalog import (
+    MALFUNCTIONS,
+    METHODS,
+    MODELS,
+    PLACEMENTS,
+    TASKS,
+    TRANSFORMS,
+    check_params,
+)
 from benchlib.errors import BenchlibError, require
+from benchlib.spec import CellSpec
 
 LOG = logging.getLogger("benchlib")
 NO_MALFUNCTION = "none"
@@ -35,9 +48,24 @@ DOWNLOAD_ROOT = "results/downloads"
 
 
 def schema() -> dict[str, Any]:
-    """The JSON schema (also shipped as config/schema.yaml for Snakemake users)."""
+    """The JSON schema, with the enums that the catalog owns filled in."""
     text = resources.files("benchlib").joinpath("schemas/config.schema.yaml").read_text()
-    return yaml.safe_load(text)
+    result = yaml.safe_load(text)
+    dataset = result["properties"]["datasets"]["additionalProperties"]["properties"]
+    dataset["task"]["enum"] = TASKS.names()
+    dataset["transforms"]["properties"]["train"]["items"]["properties"]["name"]["enum"] = list(
+        TRANSFORMS
+    )
+    malfunction = dataset["malfunction"]["properties"]
+    malfunction["placement"]["enum"] = list(PLACEMENTS)
+    for name, params in MALFUNCTIONS.items():
+        if params:
+            malfunction[name] = {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": params,
+            }
+    return result
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -117,7 +145,9 @@ class Config:
     def __init__(self, raw: dict[str, Any]) -> None:
         validate_schema(raw)
         self.raw = raw
-        self.datasets: dict[str, dict[str, Any]] = raw["datasets"]
+        self.datasets: dict[str, dict[str, Any]] = dict(raw["datasets"])
+        self.stores: dict[str, str] = {name: name for name in self.datasets}  # -> store dataset
+        self.splits: dict[str, str] = {name: name for name in self.datasets}  # -> split dataset
         self._check_method_ids(raw)
         self.skipped_methods = self._unimplemented_methods(raw)
         self.methods: dict[str, dict[str, Any]] = {
@@ -127,7 +157,12 @@ class Config:
             name: {**exp, "methods": [m for m in exp["methods"] if m in self.methods]}
             for name, exp in raw["experiments"].items()
         }
+        self._expand_axes()
         self._check_semantics()
+        from benchlib.report.base import resolve_reports
+
+        # every table and figure: experiments' implicit reports + the reports: section
+        self.reports = resolve_reports(self)
 
     # ------------------------------------------------------------------ methods
     @staticmethod
@@ -142,9 +177,7 @@ class Config:
     @staticmethod
     def _unimplemented_methods(raw: dict[str, Any]) -> dict[str, str]:
         """Method ids whose registered method is missing -> that method name (with a warning)."""
-        from benchlib.methods.base import method_names
-
-        available = set(method_names())
+        available = set(METHODS.names())
         skipped = {}
         for method_id, entry in raw["methods"].items():
             name = entry.get("method", method_id)
@@ -161,15 +194,61 @@ class Config:
             )
         return skipped
 
+    # -------------------------------------------------------------------- grid axes
+    def _variant_dataset(self, base: str, chosen: dict[str, Any]) -> str:
+        """The dataset entry for ``base`` with axis values ``chosen`` (created once)."""
+        if not chosen:
+            return base
+        name = f"{base}{SEPARATOR}{variants({k: [v] for k, v in chosen.items()})[0][0]}"
+        if name not in self.datasets:
+            self.datasets[name] = apply_axes(self.datasets[base], chosen)
+            self.stores[name] = self.stores[base]
+        return name
+
+    def _expand_axes(self) -> None:
+        """Replace every experiment that has ``axes`` by one variant per value combination."""
+        expanded: dict[str, dict[str, Any]] = {}
+        for name, exp in self.experiments.items():
+            if not exp.get("axes"):
+                expanded[name] = exp
+                continue
+            require(
+                exp["dataset"] in self.datasets,
+                f"experiment {name}: dataset {exp['dataset']!r} is not defined under datasets",
+            )
+            try:
+                combos = variants(exp["axes"])
+                for suffix, chosen in combos:
+                    data_axes = {k: v for k, v in chosen.items() if changes_data({k: v})}
+                    split = self._variant_dataset(exp["dataset"], data_axes)
+                    dataset = self._variant_dataset(exp["dataset"], chosen)
+                    self.splits[dataset] = split
+                    variant = {k: v for k, v in exp.items() if k != "axes"}
+                    expanded[f"{name}{SEPARATOR}{suffix}"] = {
+                        **variant,
+                        "dataset": dataset,
+                        "axes_values": chosen,
+                        "base": name,
+                    }
+            except BenchlibError as exc:
+                raise BenchlibError(f"experiment {name}: {exc}") from exc
+        self.experiments = expanded
+
+    def store_name(self, dataset: str) -> str:
+        """The dataset whose prepared store ``dataset`` uses (itself unless a grid variant)."""
+        return self.stores[dataset]
+
+    def split_name(self, dataset: str) -> str:
+        """The dataset whose split ``dataset`` uses (a variant shares its base's split unless
+        its axes change the clients' data)."""
+        return self.splits[dataset]
+
     # ------------------------------------------------------------------ validation
     def _check_semantics(self) -> None:
         from benchlib.data.download import check_remote, remote_files
         from benchlib.data.partition import check_partition_params, partitioner_names
         from benchlib.data.registry import get_dataset
         from benchlib.data.split import SplitSpec
-        from benchlib.fl.malfunctions import get_malfunction
-        from benchlib.methods.base import build_method
-        from benchlib.models import model_names
 
         for name, ds in self.datasets.items():
             get_dataset(ds["source"])
@@ -198,14 +277,16 @@ class Config:
             )
             for remote in remote_files(ds["source"], ds.get("params", {})):
                 check_remote(remote, f"datasets.{name}.params")
-            require(
-                ds["model"]["name"] in model_names(),
-                f"dataset {name}: unknown model {ds['model']['name']!r}; choose one of: "
-                f"{', '.join(model_names())}",
-            )
+            try:
+                MODELS.get(ds["model"]["name"])
+                self._check_task(ds)
+            except BenchlibError as exc:
+                raise BenchlibError(f"dataset {name}: {exc}") from exc
         for method_id, entry in self.methods.items():
-            build_method(entry.get("method", method_id), dict(entry.get("params", {})))
+            method = entry.get("method", method_id)
+            check_params(f"method {method!r}", METHODS.get(method).params, entry.get("params", {}))
         for name, exp in self.experiments.items():
+            declared = self.raw["experiments"][exp.get("base", name)]["methods"]
             require(
                 exp["dataset"] in self.datasets,
                 f"experiment {name}: dataset {exp['dataset']!r} is not defined under datasets",
@@ -213,11 +294,10 @@ class Config:
             require(
                 bool(exp["methods"]),
                 f"experiment {name}: none of its methods is implemented in this benchlib "
-                f"(left out: {', '.join(self.raw['experiments'][name]['methods'])}); add one "
-                "that is",
+                f"(left out: {', '.join(declared)}); add one that is",
             )
             for malfunction in exp["malfunctions"]:
-                get_malfunction(malfunction)
+                MALFUNCTIONS.get(malfunction)
             clients = self.datasets[exp["dataset"]]["clients"]
             for k in exp["k"]:
                 require(
@@ -225,6 +305,24 @@ class Config:
                     f"experiment {name}: k={k} malfunctioning clients must be in 0..{clients - 1} "
                     f"(dataset {exp['dataset']} has {clients} clients)",
                 )
+
+    @staticmethod
+    def _check_task(ds: dict[str, Any]) -> None:
+        """The dataset's loss belongs to its task; held-out clients exist."""
+        task = TASKS.get(ds.get("task", "classification"))
+        loss = ds["training"].get("loss", task.default_loss)
+        require(
+            loss in task.losses,
+            f"task {ds.get('task', 'classification')} has no loss {loss!r}; choose one of: "
+            f"{', '.join(sorted(task.losses))}",
+        )
+        check_params(f"loss {loss!r}", task.losses[loss], ds["training"].get("loss_params", {}))
+        held_out = ds.get("held_out", [])
+        require(
+            all(c < ds["clients"] for c in held_out) and len(held_out) <= ds["clients"] - 2,
+            f"held_out {held_out} must name clients below {ds['clients']} and leave at least 2 "
+            "training clients",
+        )
 
     # --------------------------------------------------------------------- lookups
     def experiment_dataset(self, experiment: str) -> str:
@@ -248,27 +346,33 @@ class Config:
         return sorted(found, key=lambda c: (c.malfunction, c.method, c.k, c.seed))
 
     def table_names(self) -> list[str]:
-        return [f"{e}_{m}" for e, exp in self.experiments.items() for m in exp["malfunctions"]]
+        """Names of the config's table reports (``tables/<name>.tex``)."""
+        return [name for name, report in self.reports.items() if report.output == "table"]
 
     def cell_spec(self, cell: Cell) -> dict[str, Any]:
         """The resolved, self-contained spec of one cell (its config hash names its state)."""
         dataset_name = self.experiment_dataset(cell.experiment)
         ds = self.datasets[dataset_name]
         entry = self.methods[cell.method]
-        return {
-            "experiment": cell.experiment,
-            "dataset": dataset_name,
-            "method_id": cell.method,
-            "method": entry.get("method", cell.method),
-            "method_params": dict(entry.get("params", {})),
-            "malfunction": cell.malfunction,
-            "k": cell.k,
-            "seed": cell.seed,
-            "clients": ds["clients"],
-            "model": {"name": ds["model"]["name"], "params": dict(ds["model"].get("params", {}))},
-            "training": dict(ds["training"]),
-            "malfunction_params": dict(ds.get("malfunction", {})),
-        }
+        return CellSpec(
+            experiment=cell.experiment,
+            dataset=dataset_name,
+            method_id=cell.method,
+            method=entry.get("method", cell.method),
+            method_params=dict(entry.get("params", {})),
+            malfunction=cell.malfunction,
+            k=cell.k,
+            seed=cell.seed,
+            clients=ds["clients"],
+            model={"name": ds["model"]["name"], "params": dict(ds["model"].get("params", {}))}
+            | ({"init": ds["model"]["init"]} if "init" in ds["model"] else {}),
+            training=dict(ds["training"]),
+            malfunction_params=dict(ds.get("malfunction", {})),
+            task=ds.get("task", "classification"),
+            transforms=dict(ds.get("transforms", {})),
+            held_out=list(ds.get("held_out", [])),
+            axes=dict(self.experiments[cell.experiment].get("axes_values", {})),
+        ).to_dict()
 
     def dataset_label(self, dataset: str) -> str:
         return self.datasets[dataset].get("label", dataset)
@@ -289,6 +393,7 @@ class Config:
             params["download_dir"] = f"{DOWNLOAD_ROOT}/{dataset}"
         return {
             "dataset": dataset,
+            "task": ds.get("task", "classification"),
             "source": ds["source"],
             "params": params,
             "clients": ds["clients"],

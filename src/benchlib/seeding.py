@@ -2,7 +2,8 @@
 
 Keying by purpose instead of drawing from one global stream means that every method faces the
 same malfunction schedule and noise, and a resumed run draws exactly what an uninterrupted run
-would have drawn, without storing generator state in checkpoints.
+would have drawn, without storing generator state in checkpoints. Torch generators for the same
+streams: :mod:`benchlib.fl.rng`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
-import torch
 
 _PURPOSE_CACHE: dict[str, int] = {}
 
@@ -32,15 +32,3 @@ def derive_seed(seed: int, purpose: str, *keys: int) -> int:
 def numpy_rng(seed: int, purpose: str, *keys: int) -> np.random.Generator:
     """A NumPy generator for one (seed, purpose, keys) stream."""
     return np.random.default_rng(derive_seed(seed, purpose, *keys))
-
-
-def torch_generator(seed: int, purpose: str, *keys: int) -> torch.Generator:
-    """A CPU torch generator for one (seed, purpose, keys) stream."""
-    generator = torch.Generator()
-    generator.manual_seed(derive_seed(seed, purpose, *keys))
-    return generator
-
-
-def seed_torch_global(seed: int, purpose: str, *keys: int) -> None:
-    """Seed torch's global RNG (dropout, default init) for one keyed stream."""
-    torch.manual_seed(derive_seed(seed, purpose, *keys))

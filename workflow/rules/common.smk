@@ -5,6 +5,7 @@ import sys
 
 from benchlib.config import Config, Cell, NO_MALFUNCTION
 from benchlib.errors import BenchlibError
+from benchlib.targets import report_names
 
 
 def load_validated_config(raw):
@@ -34,16 +35,6 @@ wildcard_constraints:
     seed=r"\d+",
 
 
-def all_targets():
-    tables = [f"tables/{name}.tex" for name in CFG.table_names()]
-    figures = [
-        f"figures/{e}_robustness.{ext}"
-        for e in CFG.experiments
-        for ext in ("pdf", "png")
-    ]
-    return tables + figures
-
-
 def as_json(obj):
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
@@ -69,8 +60,8 @@ def get_cell_spec(wildcards):
 def get_cell_data(wildcards):
     dataset = CFG.experiment_dataset(wildcards.experiment)
     return {
-        "store": f"results/data/{dataset}/manifest.json",
-        "split": f"results/splits/{dataset}.csv",
+        "store": f"results/data/{CFG.store_name(dataset)}/manifest.json",
+        "split": f"results/splits/{CFG.split_name(dataset)}.csv",
     }
 
 
@@ -87,36 +78,24 @@ def get_table_metrics(wildcards):
     return [f"{cell.run_dir}/metrics.json" for cell in cells]
 
 
-def method_rows(experiment):
-    return [[m, CFG.method_label(m)] for m in CFG.experiments[experiment]["methods"]]
+# Reports (benchlib.report.base): every table and figure of the config, by name. The generic
+# rules render_table and render_figure (report.smk) take their inputs and spec from here.
+def report_pattern(output):
+    """Regex of the config's report names of one output kind (never matches when none)."""
+    return alternatives(report_names(CFG, output)) or "(?!)"
 
 
-def experiment_title(experiment):
-    return CFG.experiments[experiment].get("title", experiment)
+def get_report(wildcards):
+    return CFG.reports[wildcards.report]
 
 
-def get_table_spec(wildcards):
-    exp = CFG.experiments[wildcards.experiment]
-    return as_json(
-        {
-            "experiment": wildcards.experiment,
-            "malfunction": wildcards.malfunction,
-            "methods": method_rows(wildcards.experiment),
-            "k": exp["k"],
-            "title": f"{experiment_title(wildcards.experiment)} -- {wildcards.malfunction.upper()}",
-            "clients": CFG.datasets[exp["dataset"]]["clients"],
-            "note": exp.get("caption_note", ""),
-        }
-    )
+def get_report_inputs(wildcards):
+    return list(get_report(wildcards).inputs)
 
 
-def get_figure_spec(wildcards):
-    exp = CFG.experiments[wildcards.experiment]
-    return as_json(
-        {
-            "experiment": wildcards.experiment,
-            "malfunctions": exp["malfunctions"],
-            "methods": method_rows(wildcards.experiment),
-            "title": experiment_title(wildcards.experiment),
-        }
-    )
+def get_report_spec(wildcards):
+    return as_json(get_report(wildcards).spec)
+
+
+def get_report_kind(wildcards):
+    return get_report(wildcards).kind

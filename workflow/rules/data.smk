@@ -13,7 +13,6 @@ rule prepare_data:
     output:
         manifest="results/data/{dataset}/manifest.json",
         index="results/data/{dataset}/index.csv",
-        pixels="results/data/{dataset}/pixels.npy",
     log:
         "logs/prepare_data/{dataset}.log",
     conda:
@@ -27,7 +26,7 @@ rule prepare_data:
 
 rule split_data:
     input:
-        manifest="results/data/{dataset}/manifest.json",
+        manifest=lambda wildcards: f"results/data/{CFG.store_name(wildcards.dataset)}/manifest.json",
     output:
         split="results/splits/{dataset}.csv",
     log:

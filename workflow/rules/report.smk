@@ -1,4 +1,6 @@
 # Report steps (cheap, run on the submitting host): collect metrics, render tables and figures.
+# Every table and figure is a report of a registered kind (benchlib.report.base); two generic
+# rules render them all, taking each report's inputs and spec from the config (common.smk).
 
 
 localrules:
@@ -6,7 +8,7 @@ localrules:
     collect_results,
     collect_table_results,
     render_table,
-    plot_robustness,
+    render_figure,
 
 
 rule collect_results:
@@ -38,31 +40,38 @@ rule collect_table_results:
 
 rule render_table:
     input:
-        "results/collected/{experiment}/{malfunction}.csv",
+        get_report_inputs,
     output:
-        "tables/{experiment}_{malfunction}.tex",
+        "tables/{report}.tex",
     log:
-        "logs/render_table/{experiment}_{malfunction}.log",
+        "logs/render_table/{report}.log",
+    wildcard_constraints:
+        report=report_pattern("table"),
     conda:
         "../../envs/benchlib.yaml"
     params:
-        spec=get_table_spec,
+        kind=get_report_kind,
+        spec=get_report_spec,
     shell:
-        "benchlib table --spec {params.spec:q} --collected {input} --out {output} 2> {log}"
+        "benchlib report --kind {params.kind} --spec {params.spec:q} --collected {input}"
+        " --out {output} 2> {log}"
 
 
-rule plot_robustness:
+rule render_figure:
     input:
-        "results/collected/{experiment}.csv",
+        get_report_inputs,
     output:
-        pdf="figures/{experiment}_robustness.pdf",
-        png="figures/{experiment}_robustness.png",
+        pdf="figures/{report}.pdf",
+        png="figures/{report}.png",
     log:
-        "logs/plot_robustness/{experiment}.log",
+        "logs/render_figure/{report}.log",
+    wildcard_constraints:
+        report=report_pattern("figure"),
     conda:
         "../../envs/benchlib.yaml"
     params:
-        spec=get_figure_spec,
+        kind=get_report_kind,
+        spec=get_report_spec,
     shell:
-        "benchlib figure --spec {params.spec:q} --collected {input} --pdf {output.pdf}"
-        " --png {output.png} 2> {log}"
+        "benchlib report --kind {params.kind} --spec {params.spec:q} --collected {input}"
+        " --out {output.pdf} {output.png} 2> {log}"

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from benchlib.errors import BenchlibError, require
+from benchlib.registry import Registry
 
 Partitioner = Callable[..., np.ndarray]
 UNASSIGNED = -1
-_PARTITIONERS: dict[str, Partitioner] = {}
+_PARTITIONERS: Registry[Partitioner] = Registry("partitioner")
 _NEEDS: dict[str, tuple[str, ...]] = {}
 _POSITIONAL = ("labels", "groups", "num_clients", "rng")
 
@@ -30,24 +31,19 @@ def register_partitioner(
     """Decorator adding a partitioner under ``name``; ``needs`` lists store columns it takes."""
 
     def decorate(func: Partitioner) -> Partitioner:
-        _PARTITIONERS[name] = func
         _NEEDS[name] = needs
-        return func
+        return _PARTITIONERS.add(name, func)
 
     return decorate
 
 
 def partitioner_names() -> list[str]:
-    return sorted(_PARTITIONERS)
+    return _PARTITIONERS.names()
 
 
 def check_partition_params(name: str, params: dict[str, Any]) -> None:
     """Reject unknown or missing parameters of partitioner ``name`` with a clear message."""
-    if name not in _PARTITIONERS:
-        raise BenchlibError(
-            f"unknown partitioner {name!r}; choose one of: {', '.join(partitioner_names())}"
-        )
-    signature = inspect.signature(_PARTITIONERS[name]).parameters
+    signature = inspect.signature(_PARTITIONERS.get(name)).parameters
     own = {k: v for k, v in signature.items() if k not in _POSITIONAL and k not in _NEEDS[name]}
     unknown = sorted(set(params) - set(own))
     require(
@@ -86,7 +82,7 @@ def partition(
             "does not fill (only LEAF JSON imports have shards); use partition writers instead",
         )
         extra[column] = np.asarray(values)
-    return _PARTITIONERS[name](labels, groups, num_clients, rng, **extra, **params)
+    return _PARTITIONERS.get(name)(labels, groups, num_clients, rng, **extra, **params)
 
 
 def _check_min_size(clients: np.ndarray, num_clients: int, min_size: int) -> bool:

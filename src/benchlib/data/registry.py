@@ -6,14 +6,13 @@ them all, so adding a dataset means adding one module there.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchlib.errors import BenchlibError
+from benchlib.registry import Registry, import_submodules
 
 
 @dataclass(frozen=True)
@@ -21,7 +20,10 @@ class DatasetSource:
     """How to obtain one dataset and what it looks like.
 
     ``prepare(out_dir, params)`` writes a prepared store (see :mod:`benchlib.data.store`);
-    ``params`` are the dataset's config entries (paths, URLs, checksums...).
+    ``params`` are the dataset's config entries (paths, URLs, checksums...). A bring-your-own
+    source (credentialed or private data) sets ``access_page``: its files come from the user
+    through ``params.path``, and a missing copy stops its prepare job (never the workflow's
+    parse) with one error naming the config key and the page where access is granted.
     """
 
     name: str
@@ -31,42 +33,41 @@ class DatasetSource:
     task: str = "classification"
     description: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)
+    access_page: str = ""
 
 
-_SOURCES: dict[str, DatasetSource] = {}
-_LOADED = False
+def check_local_copy(source: DatasetSource, dataset: str, params: dict[str, Any]) -> None:
+    """For a bring-your-own source: the user's local copy (``params.path``) must exist."""
+    if not source.access_page:
+        return
+    from pathlib import Path
+
+    path = params.get("path")
+    if path and Path(path).expanduser().exists():
+        return
+    where = f"{path!r} does not exist" if path else "params.path is not set"
+    raise BenchlibError(
+        f"dataset {dataset} ({source.name}) is bring-your-own data and {where}: request access "
+        f"at {source.access_page}, download it, then set datasets.{dataset}.params.path to your "
+        "local copy"
+    )
+
+
+_SOURCES: Registry[DatasetSource] = Registry(
+    "dataset source", loader=import_submodules("benchlib.data.sources")
+)
 
 
 def register_dataset(source: DatasetSource) -> DatasetSource:
     """Add a dataset source to the registry (module import time)."""
-    if source.name in _SOURCES:
-        raise ValueError(f"dataset source {source.name!r} registered twice")
-    _SOURCES[source.name] = source
-    return source
-
-
-def _load_all() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    from benchlib.data import sources
-
-    for module in pkgutil.iter_modules(sources.__path__):
-        importlib.import_module(f"{sources.__name__}.{module.name}")
-    _LOADED = True
+    return _SOURCES.add(source.name, source)
 
 
 def dataset_names() -> list[str]:
     """Sorted names of all registered dataset sources."""
-    _load_all()
-    return sorted(_SOURCES)
+    return _SOURCES.names()
 
 
 def get_dataset(name: str) -> DatasetSource:
     """Look up a dataset source by name, with a clear error for unknown names."""
-    _load_all()
-    if name not in _SOURCES:
-        raise BenchlibError(
-            f"unknown dataset source {name!r}; choose one of: {', '.join(dataset_names())}"
-        )
-    return _SOURCES[name]
+    return _SOURCES.get(name)

@@ -1,16 +1,22 @@
 """The prepared store: one on-disk format for every dataset.
 
-A store directory holds three files:
+A store directory holds:
 
-- ``index.csv``: one row per sample: ``sample_id`` (unique string), ``label`` (int), ``group``
-  (natural group such as writer, hospital, patient or domain), ``source_split`` (split given by
-  the source, e.g. LEAF's train/test, or empty), and optionally ``shard`` (the source file a
-  sample came from, e.g. a LEAF JSON shard; written only by sources that have one);
-- ``pixels.npy``: uint8 array, ``[N, H, W]`` (grey) or ``[N, H, W, C]``, row i = index row i;
-- ``manifest.json``: dataset name, class count, image shape, the sha256 of each source file and of
-  ``index.csv`` and ``pixels.npy`` (verified on load).
+- ``index.csv``: one row per sample: ``sample_id`` (unique string), ``label`` (int; the class for
+  classification, 0 where a task has no sample-level class), ``group`` (natural group such as
+  writer, hospital, patient or domain), ``source_split`` (split given by the source, e.g. LEAF's
+  train/test, or empty), and optionally ``shard`` (the source file a sample came from);
+- the sample arrays, row i = index row i, saved as ``.npy`` and memory-mapped on load:
+  ``pixels.npy`` (uint8 images ``[N, H, W]`` or ``[N, H, W, C]``) or ``features.npy`` (float32
+  tabular rows ``[N, F]``); ``masks.npy`` (uint8 ``[N, H, W]`` class per pixel, segmentation);
+  ``targets.npy`` (float32 ``[N, T]``, regression);
+- ``manifest.json``: dataset name, task, class count, input shape, the sha256 of each source file,
+  and the sha256 and byte size of every store file.
 
-Nothing downstream knows where the data came from.
+The sha256 of the store files is computed once, when the store is written; a cell checks that the
+files exist with the sizes the manifest records (cheap), and ``benchlib verify-store`` (or
+``load_store(verify="full")``) re-hashes everything. Nothing downstream knows where the data
+came from.
 """
 
 from __future__ import annotations
@@ -31,21 +37,42 @@ from benchlib.io import sha256_file, write_json_atomic
 INDEX_FILE = "index.csv"
 PIXELS_FILE = "pixels.npy"
 MANIFEST_FILE = "manifest.json"
+# array name -> (file, dtype); which of them a store holds depends on its task
+ARRAYS = {
+    "pixels": (PIXELS_FILE, np.uint8),
+    "features": ("features.npy", np.float32),
+    "masks": ("masks.npy", np.uint8),
+    "targets": ("targets.npy", np.float32),
+}
 INDEX_COLUMNS = ["sample_id", "label", "group", "source_split"]
 OPTIONAL_INDEX_COLUMNS = ["shard"]
 
 
 @dataclass(frozen=True)
 class PreparedData:
-    """A loaded store: the index table, the uint8 pixels and the manifest."""
+    """A loaded store: the index table, the memory-mapped arrays and the manifest."""
 
     index: pd.DataFrame
-    pixels: np.ndarray
+    arrays: dict[str, np.ndarray]
     manifest: dict[str, Any]
 
     @property
     def num_classes(self) -> int:
         return int(self.manifest["num_classes"])
+
+    @property
+    def task(self) -> str:
+        return str(self.manifest.get("task", "classification"))
+
+    @property
+    def pixels(self) -> np.ndarray:
+        """The uint8 images (image stores only)."""
+        return self.arrays["pixels"]
+
+    @property
+    def inputs(self) -> np.ndarray:
+        """The model inputs: images (uint8) or tabular features (float32)."""
+        return self.arrays["pixels"] if "pixels" in self.arrays else self.arrays["features"]
 
 
 def write_store(
@@ -53,16 +80,38 @@ def write_store(
     *,
     dataset: str,
     index: pd.DataFrame,
-    pixels: np.ndarray,
+    pixels: np.ndarray | None = None,
     num_classes: int,
     sources: list[dict[str, str]],
     extra: dict[str, Any] | None = None,
+    task: str = "classification",
+    features: np.ndarray | None = None,
+    masks: np.ndarray | None = None,
+    targets: np.ndarray | None = None,
 ) -> None:
     """Write a store to ``out_dir`` atomically (a sibling temp dir renamed into place).
 
-    ``sources`` lists ``{"name": ..., "sha256": ...}`` for every raw file the store came from.
-    The manifest is written last, so a directory without one is never a finished store.
+    Give ``pixels`` (uint8 images) or ``features`` (float32 rows) as inputs, plus ``masks``
+    (segmentation) or ``targets`` (regression). ``sources`` lists ``{"name": ..., "sha256":
+    ...}`` for every raw file the store came from. The manifest is written last, so a directory
+    without one is never a finished store.
     """
+    given = {
+        name: array
+        for name, array in (
+            ("pixels", pixels),
+            ("features", features),
+            ("masks", masks),
+            ("targets", targets),
+        )
+        if array is not None
+    }
+    require(
+        ("pixels" in given) != ("features" in given),
+        "a store needs exactly one of pixels or features (a source bug)",
+    )
+    inputs = given.get("pixels", given.get("features"))
+    assert inputs is not None
     out_dir = Path(out_dir)
     index = index.reset_index(drop=True).copy()
     if "source_split" not in index:
@@ -71,8 +120,17 @@ def write_store(
     require(
         not missing, f"store index lacks columns {missing}; this is a bug in the dataset source"
     )
-    require(len(index) == len(pixels), "store index and pixels differ in length (a source bug)")
-    require(pixels.dtype == np.uint8, "store pixels must be uint8 (a source bug)")
+    for name, array in given.items():
+        dtype = ARRAYS[name][1]
+        require(len(array) == len(index), f"store index and {name} differ in length (a source bug)")
+        require(array.dtype == dtype, f"store {name} must be {np.dtype(dtype)} (a source bug)")
+        if array.dtype.kind == "f":
+            require(bool(np.isfinite(array).all()), f"store {name} hold NaN/Inf (a source bug)")
+    if "masks" in given:
+        require(
+            given["masks"].shape[:3] == inputs.shape[:3],
+            "store masks and images differ in shape (a source bug)",
+        )
     require(index["sample_id"].is_unique, "store sample ids are not unique (a source bug)")
     labels = index["label"].to_numpy()
     require(
@@ -85,17 +143,20 @@ def write_store(
     try:
         columns = INDEX_COLUMNS + [c for c in OPTIONAL_INDEX_COLUMNS if c in index]
         index[columns].to_csv(tmp / INDEX_FILE, index=False)
-        np.save(tmp / PIXELS_FILE, pixels, allow_pickle=False)
+        files = [INDEX_FILE]
+        for name, array in given.items():
+            files.append(ARRAYS[name][0])
+            np.save(tmp / ARRAYS[name][0], array, allow_pickle=False)
         manifest = {
             "dataset": dataset,
+            "task": task,
             "num_samples": len(index),
             "num_classes": int(num_classes),
-            "image_shape": list(pixels.shape[1:]),
+            "image_shape": list(inputs.shape[1:]),
+            "arrays": sorted(given),
             "sources": sources,
-            "files": {
-                INDEX_FILE: sha256_file(tmp / INDEX_FILE),
-                PIXELS_FILE: sha256_file(tmp / PIXELS_FILE),
-            },
+            "files": {name: sha256_file(tmp / name) for name in files},
+            "sizes": {name: (tmp / name).stat().st_size for name in files},
             **(extra or {}),
         }
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
@@ -107,8 +168,14 @@ def write_store(
             shutil.rmtree(tmp)
 
 
-def load_store(store_dir: str | Path, *, verify: bool = True) -> PreparedData:
-    """Load a store, checking that it is complete and that its files match the manifest."""
+def load_store(store_dir: str | Path, *, verify: str = "quick") -> PreparedData:
+    """Load a store, checking that it is complete and matches its manifest.
+
+    ``verify``: ``quick`` (default) checks every file's byte size against the manifest (stores
+    written before sizes were recorded are hashed instead); ``full`` re-hashes every file;
+    ``none`` only checks that the files exist.
+    """
+    require(verify in ("quick", "full", "none"), f"unknown store check {verify!r}")
     store_dir = Path(store_dir)
     manifest_path = store_dir / MANIFEST_FILE
     require(
@@ -122,11 +189,20 @@ def load_store(store_dir: str | Path, *, verify: bool = True) -> PreparedData:
         raise BenchlibError(
             f"{manifest_path} is not valid JSON ({exc.msg}); delete {store_dir} and prepare again"
         ) from exc
-    for name in (INDEX_FILE, PIXELS_FILE):
-        path = store_dir / name
+    names = manifest.get("arrays", ["pixels"])
+    sizes = manifest.get("sizes", {})
+    for file in [INDEX_FILE, *(ARRAYS[name][0] for name in names)]:
+        path = store_dir / file
         require(path.is_file(), f"{path} is missing; delete {store_dir} and prepare again")
-        if verify:
-            expected = manifest.get("files", {}).get(name)
+        if verify == "quick" and file in sizes:
+            actual_size = path.stat().st_size
+            require(
+                actual_size == sizes[file],
+                f"{path} has {actual_size} bytes but its manifest records {sizes[file]}; the "
+                f"store is corrupted or incomplete: delete {store_dir} and prepare again",
+            )
+        elif verify != "none":
+            expected = manifest.get("files", {}).get(file)
             actual = sha256_file(path)
             require(
                 actual == expected,
@@ -139,5 +215,8 @@ def load_store(store_dir: str | Path, *, verify: bool = True) -> PreparedData:
         keep_default_na=False,
     )
     # Memory-mapped: a cell reads only its clients' rows of a large store.
-    pixels = np.load(store_dir / PIXELS_FILE, mmap_mode="r", allow_pickle=False)
-    return PreparedData(index=index, pixels=pixels, manifest=manifest)
+    arrays = {
+        name: np.load(store_dir / ARRAYS[name][0], mmap_mode="r", allow_pickle=False)
+        for name in names
+    }
+    return PreparedData(index=index, arrays=arrays, manifest=manifest)

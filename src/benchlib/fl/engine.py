@@ -1,11 +1,14 @@
 """The round loop: one federated run (a "cell") from prepared data to metrics.json.
 
-Per round t (0-based): every client trains locally (star: starting from the global model; P2P:
-from its own model), each malfunctioning client's *transmitted copy* is corrupted, then the
-method aggregates (star: the server builds the new global model; P2P: every client builds its own
-new model from the peers' copies). Validation accuracy is logged each round; after the last round
-every client's test accuracy is measured. A checkpoint after every round makes a killed run resume
-with exactly the result of an uninterrupted one: all randomness is keyed by (seed, round, client).
+Per round t (0-based): the method picks the participating clients (default all of the
+federation, i.e. every client not held out); each trains locally (star: starting from the global
+model; P2P: from its own model) and may send a report with its model; each malfunctioning
+client's *transmitted copy* is corrupted; then the method aggregates (star: the server builds the
+new global model; P2P: every participant builds its own new model from its peers' copies). The
+task's primary metric on validation data is logged each round; after the last round every
+client's test metrics are measured (held-out clients: on the method's held-out model). A
+checkpoint after every round makes a killed run resume with exactly the result of an
+uninterrupted one: all randomness is keyed by (seed, round, client).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -32,29 +36,35 @@ from benchlib.fl.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from benchlib.fl.clients import ClientData, LossHook, build_client_data, predict_logits, train_epoch
+from benchlib.fl.data import BatchSource, ClientData, client_rows
 from benchlib.fl.device import select_device
+from benchlib.fl.loops import predict, train_epoch
 from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction, malicious_clients
-from benchlib.fl.optim import build_loss, build_optimizer
+from benchlib.fl.optim import build_optimizer
 from benchlib.fl.params import ParamLayout
+from benchlib.fl.rng import seed_torch_global, torch_generator
+from benchlib.fl.transforms import Transforms
 from benchlib.io import sha256_json, write_json_atomic
 from benchlib.methods.base import (
+    LossHook,
     P2PMethod,
     PeerEvaluator,
+    PeerView,
     StarMethod,
     StarRound,
     build_method,
 )
-from benchlib.metrics import accuracy
 from benchlib.models import build_model
-from benchlib.seeding import seed_torch_global, torch_generator
+from benchlib.seeding import numpy_rng
+from benchlib.spec import CellSpec
+from benchlib.tasks import get_task
 
 LOG = logging.getLogger("benchlib")
 
 
 @dataclass
 class LocalTraining:
-    """Local training for one round, handed to :meth:`Method.train_client`.
+    """Local training for one round: the engine's :class:`~benchlib.methods.base.TrainingContext`.
 
     ``train(client)`` runs the configured local epochs of plain training on the client's working
     model; methods may pass another model/optimizer (Ditto's personal model) or a loss hook
@@ -64,13 +74,25 @@ class LocalTraining:
     models: list[nn.Module]
     optimizers: list[torch.optim.Optimizer]
     clients: list[ClientData]
+    source: BatchSource
     training: dict[str, Any]
     loss_fn: nn.Module
     seed: int
     round: int
     layout: ParamLayout
     global_vector: torch.Tensor | None = None
-    make_optimizer: Callable[[nn.Module], torch.optim.Optimizer] | None = None
+    optimizer_factory: Callable[[nn.Module], torch.optim.Optimizer] | None = None
+    evaluator: Callable[[int, torch.Tensor, str], float] | None = None
+
+    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        if self.optimizer_factory is None:
+            return build_optimizer(list(model.parameters()), self.training)
+        return self.optimizer_factory(model)
+
+    def evaluate(self, client: int, vector: torch.Tensor, subset: str = "val") -> float:
+        require(self.evaluator is not None, "this training context cannot evaluate models")
+        assert self.evaluator is not None
+        return self.evaluator(client, vector, subset)
 
     def train(
         self,
@@ -83,19 +105,19 @@ class LocalTraining:
         """Train ``model`` (default: the client's working model) for the local epochs."""
         model = self.models[client] if model is None else model
         optimizer = self.optimizers[client] if optimizer is None else optimizer
-        data = self.clients[client]
         seed_torch_global(self.seed, f"{stream}/dropout", self.round, client)
         for epoch in range(int(self.training["local_epochs"])):
             generator = torch_generator(self.seed, f"{stream}/shuffle", self.round, client, epoch)
             train_epoch(
                 model,
                 optimizer,
-                data.train_x,
-                data.train_y,
+                self.source,
+                self.clients[client].rows["train"],
                 int(self.training["batch_size"]),
                 generator,
                 self.loss_fn,
                 loss_hook,
+                augment_key=(self.seed, stream, self.round, client, epoch),
             )
 
 
@@ -103,20 +125,28 @@ class LocalTraining:
 class History:
     """Everything recorded per round (part of metrics.json and of checkpoints)."""
 
-    val_accuracy: list[list[float]] = field(default_factory=list)
+    metric: str = "accuracy"
+    val: list[list[float | None]] = field(default_factory=list)
     selections: list[list[list[int]]] = field(default_factory=list)
     scores: list[list[list[float | None]]] = field(default_factory=list)
     schedule: list[dict[str, str]] = field(default_factory=list)
     nonfinite: list[dict[str, Any]] = field(default_factory=list)
+    participants: list[list[int]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "val_accuracy": self.val_accuracy,
+            f"val_{self.metric}": self.val,
             "selections": self.selections,
             "scores": self.scores,
             "schedule": self.schedule,
             "nonfinite": self.nonfinite,
+            "participants": self.participants,
         }
+
+    @classmethod
+    def from_dict(cls, metric: str, saved: dict[str, Any]) -> History:
+        saved = dict(saved)
+        return cls(metric=metric, val=saved.pop(f"val_{metric}"), **saved)
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -128,63 +158,107 @@ class Cell:
 
     def __init__(
         self,
-        spec: dict[str, Any],
+        spec: CellSpec | dict[str, Any],
         store_dir: Path,
         split_path: Path,
         device: torch.device | None = None,
     ) -> None:
-        self.spec = spec
-        self.config_hash = sha256_json(spec)
+        self.spec = spec if isinstance(spec, CellSpec) else CellSpec.from_dict(spec)
+        self.config_hash = sha256_json(self.spec.to_dict())
         self.device = device or select_device()
-        self.seed = int(spec["seed"])
-        self.num_clients = int(spec["clients"])
-        self.training = dict(spec["training"])
+        self.seed = int(self.spec.seed)
+        self.num_clients = int(self.spec.clients)
+        self.training = dict(self.spec.training)
         self.rounds = int(self.training["rounds"])
         require(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
-
-        data = load_store(store_dir)
-        split = read_split(split_path, data, self.num_clients)
-        self.clients = build_client_data(data, split, self.num_clients, self.device)
-        self.num_classes = data.num_classes
-        self.image_shape = self._image_shape(data.pixels.shape)
-
-        seed_torch_global(self.seed, "init")
-        initial = self._new_model()
-        self.layout = ParamLayout.of(initial)
-        self.models = [copy.deepcopy(initial) for _ in range(self.num_clients)]
-        self.optimizers = [self._new_optimizer(m) for m in self.models]
-        self.scratch = copy.deepcopy(initial)
-        self.global_vector = self.layout.flatten(initial).to(self.device)
-        self.loss_fn = build_loss(self.training.get("loss", "cross_entropy"))
-
-        self.method = build_method(spec["method"], dict(spec.get("method_params", {})))
-        self.method.setup(self.num_clients, self.rounds, self.seed)
-        mal = spec.get("malfunction_params", {})
-        self.malfunction_name = spec["malfunction"]
-        self.malfunction = get_malfunction(self.malfunction_name)
-        self.ana_scale = float(mal.get("ana_scale", 120.5))
-        self.malicious = malicious_clients(
-            self.num_clients, int(spec["k"]), mal.get("placement", "first"), self.seed
+        self.held_out = sorted(set(self.spec.held_out))
+        require(
+            all(0 <= c < self.num_clients for c in self.held_out),
+            f"held-out clients {self.held_out} must be in 0..{self.num_clients - 1}",
         )
+        self.federation = [c for c in range(self.num_clients) if c not in self.held_out]
+        require(len(self.federation) >= 2, "a federation needs at least 2 training clients")
+
+        self.task = get_task(self.spec.task)
+        data = load_store(store_dir)
+        require(
+            data.task == self.task.name,
+            f"the store {store_dir} holds a {data.task} dataset but the cell's task is "
+            f"{self.task.name}; set the dataset's task to {data.task}",
+        )
+        split = read_split(split_path, data, self.num_clients)
+        self.clients: list[ClientData] = client_rows(data, split, self.num_clients)
+        self.source = BatchSource.of_store(
+            data,
+            self.task,
+            self.clients,
+            self.device,
+            Transforms(self.spec.transforms),
+            mode=str(self.training.get("data_mode", "auto")),
+        )
+        self.num_outputs = self._num_outputs(data)
+        self.input_shape = self._input_shape(tuple(data.inputs.shape))
+        self.loss_fn = self.task.build_loss(
+            self.training.get("loss"), self.training.get("loss_params")
+        )
+
+        self.method = build_method(self.spec.method, dict(self.spec.method_params))
+        self.method.setup(self.num_clients, self.rounds, self.seed)
+        self._build_models()
+
+        self.malfunction_name = self.spec.malfunction
+        self.malfunction = get_malfunction(self.malfunction_name)
+        mal = dict(self.spec.malfunction_params)
+        self.placement = str(mal.pop("placement", "first"))
+        self.malfunction_params = mal
+        positions = malicious_clients(
+            len(self.federation), int(self.spec.k), self.placement, self.seed
+        )
+        self.malicious = [self.federation[i] for i in positions]
         require(
             self.malfunction_name != "none" or not self.malicious,
             "malfunction 'none' needs k = 0",
         )
-        self.history = History()
+        self.history = History(metric=self.task.primary_metric)
         self.start_round = 0
 
+    # --------------------------------------------------------------------------- set-up
+    def _num_outputs(self, data: Any) -> int:
+        if self.task.name == "regression":
+            return int(data.arrays["targets"].shape[1])
+        return data.num_classes
+
     @staticmethod
-    def _image_shape(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    def _input_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(shape) == 2:  # tabular rows
+            return (shape[1],)
         return (1, shape[1], shape[2]) if len(shape) == 3 else (shape[3], shape[1], shape[2])
 
+    def _build_models(self) -> None:
+        init = self.spec.model.get("init", "shared")
+        require(init in ("shared", "per_client"), f"unknown model init {init!r}")
+        seed_torch_global(self.seed, "init")
+        initial = self._new_model()
+        self.layout = ParamLayout.of(initial, exclude=self.method.private_prefixes)
+        if init == "shared":
+            self.models = [copy.deepcopy(initial) for _ in range(self.num_clients)]
+        else:  # the authors' P2P variants: every client starts from its own random model
+            self.models = []
+            for client in range(self.num_clients):
+                seed_torch_global(self.seed, "init", client)
+                self.models.append(self._new_model())
+        self.optimizers = [self.new_optimizer(m) for m in self.models]
+        self.scratch = copy.deepcopy(initial)
+        self.global_vector = self.layout.flatten(initial).to(self.device)
+
     def _new_model(self) -> nn.Module:
-        model_cfg = self.spec["model"]
+        model_cfg = self.spec.model
         model = build_model(
-            model_cfg["name"], self.num_classes, self.image_shape, model_cfg.get("params", {})
+            model_cfg["name"], self.num_outputs, self.input_shape, model_cfg.get("params", {})
         )
         return model.to(self.device)
 
-    def _new_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+    def new_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return build_optimizer(list(model.parameters()), self.training)
 
     def _fresh_vector(self, seed: int) -> torch.Tensor:
@@ -193,129 +267,179 @@ class Cell:
             return self.layout.flatten(self._new_model())
 
     # ----------------------------------------------------------------- evaluation helpers
-    def _logits(self, vector: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def outputs(self, vector: torch.Tensor, rows: np.ndarray, client: int | None) -> torch.Tensor:
+        """Outputs of the model ``vector`` on store ``rows`` (client's private parameters kept)."""
+        if self.method.private_prefixes and client is not None:
+            self.scratch.load_state_dict(self.models[client].state_dict())
         self.layout.load(self.scratch, vector)
-        return predict_logits(self.scratch, x)
+        return predict(self.scratch, self.source, rows)
 
-    def _evaluation_vectors(self) -> list[torch.Tensor]:
+    def _evaluate(self, client: int, vector: torch.Tensor, subset: str) -> float:
+        rows = self.clients[client].rows[subset]
+        return self.task.primary(self.outputs(vector, rows, client), self.source.targets_of(rows))
+
+    def _evaluation_vector(self, client: int) -> torch.Tensor:
         if isinstance(self.method, StarMethod):
-            return [
-                self.method.evaluation_vector(i, self.global_vector)
-                for i in range(self.num_clients)
-            ]
-        return [self.layout.flatten(m) for m in self.models]
+            return self.method.evaluation_vector(client, self.global_vector)
+        return self.layout.flatten(self.models[client])
 
-    def _accuracies(self, subset: str) -> list[float]:
-        vectors = self._evaluation_vectors()
-        result = []
-        for client, vector in enumerate(vectors):
-            data = self.clients[client]
-            x, y = getattr(data, f"{subset}_x"), getattr(data, f"{subset}_y")
-            result.append(accuracy(self._logits(vector, x), y))
-        return result
+    def _held_out_vector(self) -> torch.Tensor:
+        return self.method.held_out_vector(
+            self.global_vector, [self.layout.flatten(self.models[c]) for c in self.federation]
+        )
+
+    def _primary(self, client: int, subset: str) -> float:
+        rows = self.clients[client].rows[subset]
+        outputs = self.outputs(self._evaluation_vector(client), rows, client)
+        return self.task.primary(outputs, self.source.targets_of(rows))
+
+    def _test_metrics(self, client: int, vector: torch.Tensor) -> dict[str, float]:
+        rows = self.clients[client].rows["test"]
+        outputs = self.outputs(vector, rows, client)
+        return self.task.metrics(outputs, self.source.targets_of(rows))
+
+    def _peer_evaluator(self, client: int) -> PeerEvaluator:
+        rows = self.clients[client].rows["val"]
+        targets = self.source.targets_of(rows)
+        return PeerEvaluator(
+            predict=lambda vector: self.outputs(vector, rows, client),
+            labels=targets,
+            view=lambda vector: self.task.peer_view(self.outputs(vector, rows, client), targets),
+        )
 
     # ---------------------------------------------------------------------- round loop
-    def _transmit(self, round_index: int, trained: list[torch.Tensor]) -> list[torch.Tensor]:
-        sent = list(trained)
+    def _participants(self, round_index: int) -> list[int]:
+        rng = numpy_rng(self.seed, "participants", round_index)
+        chosen = self.method.participants(round_index, list(self.federation), rng)
+        require(
+            set(chosen) <= set(self.federation) and len(chosen) >= 1,
+            f"method {self.spec.method} chose participants {chosen} outside the federation",
+        )
+        return sorted(chosen)
+
+    def _transmit(
+        self, round_index: int, participants: list[int], trained: dict[int, torch.Tensor]
+    ) -> dict[int, torch.Tensor]:
+        sent = dict(trained)
         applied: dict[str, str] = {}
         for client in self.malicious:
+            if client not in trained:
+                continue
             ctx = MalfunctionContext(
                 seed=self.seed,
                 round=round_index,
                 client=client,
-                ana_scale=self.ana_scale,
                 fresh_vector=self._fresh_vector,
+                params=self.malfunction_params,
             )
             sent[client], applied[str(client)] = self.malfunction(trained[client], ctx)
         self.history.schedule.append(applied)
         return sent
 
-    def _local_training(self, round_index: int) -> LocalTraining:
-        return LocalTraining(
+    def _train_all(
+        self, round_index: int, participants: list[int]
+    ) -> tuple[dict[int, torch.Tensor], list[dict[str, Any] | None]]:
+        training = LocalTraining(
             models=self.models,
             optimizers=self.optimizers,
             clients=self.clients,
+            source=self.source,
             training=self.training,
             loss_fn=self.loss_fn,
             seed=self.seed,
             round=round_index,
             layout=self.layout,
-            global_vector=self.global_vector,
-            make_optimizer=self._new_optimizer,
+            global_vector=self.global_vector if isinstance(self.method, StarMethod) else None,
+            optimizer_factory=self.new_optimizer,
+            evaluator=self._evaluate,
         )
-
-    def _train_all(self, round_index: int) -> list[torch.Tensor]:
-        training = self._local_training(round_index)
-        trained = []
-        for client in range(self.num_clients):
+        trained, reports = {}, []
+        for client in participants:
             if isinstance(self.method, StarMethod):
                 self.layout.load(self.models[client], self.global_vector)
             if not self.training.get("persist_optimizer", True):
-                self.optimizers[client] = self._new_optimizer(self.models[client])
+                self.optimizers[client] = self.new_optimizer(self.models[client])
             self.method.train_client(training, client, round_index)
-            trained.append(self.layout.flatten(self.models[client]))
-        return trained
+            trained[client] = self.layout.flatten(self.models[client])
+            reports.append(self.method.client_report(training, client, round_index))
+        return trained, reports
 
-    def _aggregate_star(self, round_index: int, sent: list[torch.Tensor]) -> None:
+    def _aggregate_star(
+        self,
+        round_index: int,
+        participants: list[int],
+        sent: dict[int, torch.Tensor],
+        reports: list[dict[str, Any] | None],
+    ) -> None:
         assert isinstance(self.method, StarMethod)
-        sizes = torch.tensor([c.sizes["train"] for c in self.clients], dtype=torch.float64)
+        sizes = torch.tensor(
+            [self.clients[c].sizes["train"] for c in participants], dtype=torch.float64
+        )
         batch = int(self.training["batch_size"])
         info = StarRound(
             round=round_index,
             num_rounds=self.rounds,
             train_sizes=sizes,
             batch_counts=torch.ceil(sizes / batch),
+            participants=participants,
+            reports=reports,
         )
-        self.global_vector = self.method.aggregate(self.global_vector, torch.stack(sent), info)
+        received = torch.stack([sent[c] for c in participants])
+        self.global_vector = self.method.aggregate(self.global_vector, received, info)
         if not bool(torch.isfinite(self.global_vector).all()):
             self.history.nonfinite.append({"round": round_index, "model": "global"})
         self.history.selections.append([])
         self.history.scores.append([])
 
     def _aggregate_p2p(
-        self, round_index: int, trained: list[torch.Tensor], sent: list[torch.Tensor]
+        self,
+        round_index: int,
+        participants: list[int],
+        trained: dict[int, torch.Tensor],
+        sent: dict[int, torch.Tensor],
     ) -> None:
         assert isinstance(self.method, P2PMethod)
-        selections, scores = [], []
-        for client in range(self.num_clients):
-            peers = [j for j in range(self.num_clients) if j != client]
-            data = self.clients[client]
-            evaluator = PeerEvaluator(
-                predict=lambda vector, x=data.val_x: self._logits(vector, x), labels=data.val_y
+        selections: list[list[int]] = [[] for _ in range(self.num_clients)]
+        scores: list[list[float | None]] = [[] for _ in range(self.num_clients)]
+        for client in participants:
+            peers = [j for j in participants if j != client]
+            view = PeerView(
+                round=round_index,
+                client=client,
+                own=trained[client],
+                peers=peers,
+                received=torch.stack([sent[j] for j in peers]),
+                evaluator=self._peer_evaluator(client),
             )
-            result = self.method.aggregate_client(
-                round_index,
-                client,
-                trained[client],
-                peers,
-                torch.stack([sent[j] for j in peers]),
-                evaluator,
-            )
+            result = self.method.aggregate_client(view)
             self.layout.load(self.models[client], result.vector)
             if not bool(torch.isfinite(result.vector).all()):
                 self.history.nonfinite.append({"round": round_index, "model": client})
-            selections.append(sorted(result.selected))
-            scores.append(
-                [
+            selections[client] = sorted(result.selected)
+            if result.scores:
+                scores[client] = [
                     None
                     if j == client or j not in result.scores
                     else _finite_or_none(result.scores[j])
                     for j in range(self.num_clients)
                 ]
-                if result.scores
-                else []
-            )
+        if len(self.federation) < self.num_clients:  # keep one entry per federation client
+            selections = [selections[c] for c in self.federation]
+            scores = [scores[c] for c in self.federation]
         self.history.selections.append(selections)
         self.history.scores.append(scores)
 
     def run_round(self, round_index: int) -> None:
-        trained = self._train_all(round_index)
-        sent = self._transmit(round_index, trained)
+        participants = self._participants(round_index)
+        trained, reports = self._train_all(round_index, participants)
+        sent = self._transmit(round_index, participants, trained)
         if isinstance(self.method, StarMethod):
-            self._aggregate_star(round_index, sent)
+            self._aggregate_star(round_index, participants, sent, reports)
         else:
-            self._aggregate_p2p(round_index, trained, sent)
-        self.history.val_accuracy.append(self._accuracies("val"))
+            self._aggregate_p2p(round_index, participants, trained, sent)
+        if participants != self.federation:
+            self.history.participants.append(participants)
+        self.history.val.append([_finite_or_none(self._primary(c, "val")) for c in self.federation])
 
     # ------------------------------------------------------------------ checkpoints
     def state(self, completed_round: int) -> dict[str, Any]:
@@ -336,45 +460,40 @@ class Cell:
             optimizer.load_state_dict(saved)
         self.global_vector = state["global_vector"].to(self.device)
         self.method.load_state_dict(state["method"])
-        self.history = History(**state["history"])
+        self.history = History.from_dict(self.task.primary_metric, state["history"])
         self.start_round = int(state["completed_round"]) + 1
 
     # ------------------------------------------------------------------------ results
-    def metrics(self) -> dict[str, Any]:
-        test = self._accuracies("test")
+    def _client_entry(self, client: int, vector: torch.Tensor) -> dict[str, Any]:
+        metrics = self._test_metrics(client, vector)
         return {
+            "client": client,
+            "malicious": client in self.malicious,
+            **{f"test_{name}": _finite_or_none(value) for name, value in metrics.items()},
+            **{f"n_{k}": v for k, v in self.clients[client].sizes.items()},
+        }
+
+    def metrics(self) -> dict[str, Any]:
+        result = {
             "benchlib_version": __version__,
-            "cell": {
-                key: self.spec[key]
-                for key in (
-                    "experiment",
-                    "dataset",
-                    "method_id",
-                    "method",
-                    "malfunction",
-                    "k",
-                    "seed",
-                )
-            },
-            "config": self.spec,
+            "cell": self.spec.summary(),
+            "config": self.spec.to_dict(),
             "config_hash": self.config_hash,
+            "task": self.task.name,
+            "primary_metric": self.task.primary_metric,
             "malicious_clients": self.malicious,
-            "clients": [
-                {
-                    "client": i,
-                    "malicious": i in self.malicious,
-                    "test_accuracy": _finite_or_none(test[i]),
-                    **{f"n_{k}": v for k, v in self.clients[i].sizes.items()},
-                }
-                for i in range(self.num_clients)
-            ],
+            "clients": [self._client_entry(c, self._evaluation_vector(c)) for c in self.federation],
             "history": self.history.as_dict(),
             "method_summary": self.method.summary(),
         }
+        if self.held_out:
+            vector = self._held_out_vector()
+            result["held_out_clients"] = [self._client_entry(c, vector) for c in self.held_out]
+        return result
 
 
 def run_cell(
-    spec: dict[str, Any],
+    spec: CellSpec | dict[str, Any],
     store_dir: Path,
     split_path: Path,
     out_path: Path,
@@ -389,14 +508,16 @@ def run_cell(
     """
     started = time.perf_counter()
     cell = Cell(spec, store_dir, split_path)
+    spec = cell.spec
     LOG.info(
-        "cell %s/%s/%s k=%s seed=%s on %s: %d clients, %d rounds, malicious %s",
-        spec["experiment"],
-        spec["malfunction"],
-        spec["method_id"],
-        spec["k"],
-        spec["seed"],
+        "cell %s/%s/%s k=%s seed=%s on %s: %s data, %d clients, %d rounds, malicious %s",
+        spec.experiment,
+        spec.malfunction,
+        spec.method_id,
+        spec.k,
+        spec.seed,
         cell.device,
+        cell.source.mode,
         cell.num_clients,
         cell.rounds,
         cell.malicious,
@@ -416,13 +537,14 @@ def run_cell(
         cell.run_round(round_index)
         save_checkpoint(ckpt_dir, round_index, cell.state(round_index))
         round_times.append(time.perf_counter() - tick)
-        val = cell.history.val_accuracy[-1]
+        val = [v for v in cell.history.val[-1] if v is not None]
         LOG.info(
-            "round %d/%d done in %.1fs: mean val accuracy %.4f",
+            "round %d/%d done in %.1fs: mean val %s %.4f",
             round_index + 1,
             cell.rounds,
             round_times[-1],
-            sum(val) / len(val),
+            cell.task.primary_metric,
+            sum(val) / len(val) if val else float("nan"),
         )
     metrics = cell.metrics()
     write_json_atomic(out_path, metrics)
@@ -434,12 +556,19 @@ def run_cell(
                 "round_seconds": round_times,
                 "resumed_from_round": cell.start_round,
                 "device": str(cell.device),
+                "data_mode": cell.source.mode,
                 "host": platform.node(),
                 "threads": torch.get_num_threads(),
                 "torch": torch.__version__,
             },
         )
     clear_checkpoints(ckpt_dir)
-    accs = [c["test_accuracy"] or 0.0 for c in metrics["clients"]]
-    LOG.info("finished: mean test accuracy %.4f -> %s", sum(accs) / len(accs), out_path)
+    key = f"test_{cell.task.primary_metric}"
+    values = [c[key] for c in metrics["clients"] if c[key] is not None]
+    LOG.info(
+        "finished: mean test %s %.4f -> %s",
+        cell.task.primary_metric,
+        sum(values) / len(values) if values else float("nan"),
+        out_path,
+    )
     return metrics

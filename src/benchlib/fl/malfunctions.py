@@ -7,18 +7,23 @@
 - ``dynamic``: each malfunctioning client draws one of the three each round.
 
 All randomness comes from streams keyed by (seed, round, client), never by method, so every method
-faces the same malfunction schedule and noise.
+faces the same malfunction schedule and noise. Parameters come from the dataset's ``malfunction``
+section, one dict per malfunction name (``ana: {scale: 120.5}``); their names are declared in
+:data:`benchlib.catalog.MALFUNCTIONS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from benchlib.errors import BenchlibError
-from benchlib.seeding import derive_seed, numpy_rng, torch_generator
+from benchlib.fl.rng import torch_generator
+from benchlib.registry import Registry
+from benchlib.seeding import derive_seed, numpy_rng
 
 
 @dataclass(frozen=True)
@@ -28,33 +33,20 @@ class MalfunctionContext:
     seed: int
     round: int
     client: int
-    ana_scale: float
     fresh_vector: Callable[[int], torch.Tensor]  # seed -> flat vector of a new initialisation
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)  # malfunction -> its params
+
+    def param(self, malfunction: str, name: str, default: float) -> float:
+        return float(self.params.get(malfunction, {}).get(name, default))
 
 
 Malfunction = Callable[[torch.Tensor, MalfunctionContext], tuple[torch.Tensor, str]]
-_MALFUNCTIONS: dict[str, Malfunction] = {}
+_MALFUNCTIONS: Registry[Malfunction] = Registry("malfunction")
+register_malfunction = _MALFUNCTIONS.register
+malfunction_names = _MALFUNCTIONS.names
+get_malfunction = _MALFUNCTIONS.get
 BASIC = ("ana", "sfa", "random")
-
-
-def register_malfunction(name: str) -> Callable[[Malfunction], Malfunction]:
-    def decorate(func: Malfunction) -> Malfunction:
-        _MALFUNCTIONS[name] = func
-        return func
-
-    return decorate
-
-
-def malfunction_names() -> list[str]:
-    return sorted(_MALFUNCTIONS)
-
-
-def get_malfunction(name: str) -> Malfunction:
-    if name not in _MALFUNCTIONS:
-        raise BenchlibError(
-            f"unknown malfunction {name!r}; choose one of: {', '.join(malfunction_names())}"
-        )
-    return _MALFUNCTIONS[name]
+ANA_DEFAULT_SCALE = 120.5  # FEMNIST in LIGHTYEAR v1, appendix B
 
 
 @register_malfunction("none")
@@ -66,7 +58,8 @@ def no_malfunction(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch
 def additive_noise(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor, str]:
     generator = torch_generator(ctx.seed, "malfunction/ana", ctx.round, ctx.client)
     eps = torch.randn(vector.shape, generator=generator, dtype=torch.float32)
-    return vector * (1.0 + (ctx.ana_scale / 100.0) * eps.to(vector.device)), "ana"
+    scale = ctx.param("ana", "scale", ANA_DEFAULT_SCALE)
+    return vector * (1.0 + (scale / 100.0) * eps.to(vector.device)), "ana"
 
 
 @register_malfunction("sfa")
@@ -85,7 +78,7 @@ def dynamic(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor
     choice = BASIC[
         int(numpy_rng(ctx.seed, "malfunction/dynamic", ctx.round, ctx.client).integers(3))
     ]
-    return _MALFUNCTIONS[choice](vector, ctx)
+    return get_malfunction(choice)(vector, ctx)
 
 
 def _random_placement(num_clients: int, k: int, seed: int) -> list[int]:

@@ -22,9 +22,15 @@ class ParamLayout:
     numels: tuple[int, ...]
 
     @classmethod
-    def of(cls, model: nn.Module) -> ParamLayout:
+    def of(cls, model: nn.Module, exclude: tuple[str, ...] = ()) -> ParamLayout:
+        """The layout of ``model``'s floating state, without entries whose names start with one
+        of ``exclude`` (a method's private parameters: never transmitted or averaged)."""
         state = model.state_dict()
-        names = tuple(name for name, t in state.items() if t.is_floating_point())
+        names = tuple(
+            name
+            for name, t in state.items()
+            if t.is_floating_point() and not (exclude and name.startswith(exclude))
+        )
         return cls(
             names=names,
             shapes=tuple(state[n].shape for n in names),

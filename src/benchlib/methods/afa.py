@@ -33,8 +33,6 @@ from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound, register_method
 from benchlib.methods.robust_utils import finite_rows, weighted_mean
 
-VARIANTS = ("paper", "authors")
-
 
 def outlier_rounds(
     vectors: torch.Tensor, weights: torch.Tensor, candidates: list[int], xi0: float, delta_xi: float
@@ -82,7 +80,6 @@ class AFA(StarMethod):
         block_threshold: float = 0.95,
         variant: str = "paper",
     ) -> None:
-        require(variant in VARIANTS, f"afa: variant must be one of {VARIANTS}, got {variant!r}")
         self.variant = variant
         self.xi0 = float(xi0)
         self.delta_xi = (

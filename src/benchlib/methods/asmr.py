@@ -19,11 +19,8 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound, register_method
 from benchlib.methods.robust_utils import cosine_matrix, finite_rows, pairwise_distances
-
-VARIANTS = ("paper", "authors")
 
 
 def outlier_factors(vectors: torch.Tensor, variant: str) -> torch.Tensor:
@@ -63,7 +60,6 @@ class ASMR(StarMethod):
     description = "star; removes clients below the largest gap of angular outlier factors"
 
     def __init__(self, variant: str = "paper") -> None:
-        require(variant in VARIANTS, f"asmr: variant must be one of {VARIANTS}, got {variant!r}")
         self.variant = variant
         self.flagged: list[list[int]] = []
 

@@ -26,10 +26,8 @@ import math
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import P2PMethod, P2PResult, PeerEvaluator, register_method
+from benchlib.methods.base import P2PMethod, P2PResult, PeerView, register_method
 from benchlib.methods.robust_utils import distances_to
-
-VARIANTS = ("paper", "authors")
 
 
 @register_method
@@ -40,7 +38,6 @@ class Balance(P2PMethod):
     def __init__(
         self, gamma: float = 0.3, kappa: float = 1.0, alpha: float = 0.5, variant: str = "paper"
     ) -> None:
-        require(variant in VARIANTS, f"balance: variant must be one of {VARIANTS}, got {variant!r}")
         self.variant = variant
         self.gamma, self.kappa, self.alpha = float(gamma), float(kappa), float(alpha)
         require(self.gamma >= 0, f"balance: gamma must be >= 0, got {self.gamma}")
@@ -52,15 +49,8 @@ class Balance(P2PMethod):
         t = round if self.variant == "paper" else round + 1
         return self.gamma * math.exp(-self.kappa * t / self.num_rounds)
 
-    def aggregate_client(
-        self,
-        round: int,
-        client: int,
-        own: torch.Tensor,
-        peers: list[int],
-        received: torch.Tensor,
-        evaluator: PeerEvaluator,
-    ) -> P2PResult:
+    def aggregate_client(self, view: PeerView) -> P2PResult:
+        round, own, peers, received = view.round, view.own, view.peers, view.received
         own_norm = float(torch.linalg.vector_norm(own.double()))
         distances = distances_to(own, received).tolist()
         limit = self.threshold_factor(round) * own_norm

@@ -1,50 +1,127 @@
 """The method interface and registry.
 
-A method is a class registered under a name. The engine builds it with the method's config
-parameters (``Method(**params)``; unknown parameters are an error) and calls it each round:
+A method is a class registered under a name listed in :mod:`benchlib.catalog` (which also
+declares its parameters). The engine builds it with the method's config parameters
+(``Method(**params)``, validated against the catalog first) and calls it each round:
 
 - :class:`StarMethod` sees the server's view: the current global vector and the stacked vectors
-  the clients transmitted (some possibly corrupted), and returns the new global vector;
-- :class:`P2PMethod` sees one client's view: its own freshly trained vector, the vectors its
-  peers transmitted, and a :class:`PeerEvaluator` on its own validation set; it returns the
-  client's new vector and the peers it selected.
+  the participating clients transmitted (some possibly corrupted), and returns the new global
+  vector;
+- :class:`P2PMethod` sees one client's view (:class:`PeerView`): its own freshly trained vector,
+  the vectors its peers transmitted, and a :class:`PeerEvaluator` on its own validation set; it
+  returns the client's new vector and the peers it selected.
 
-Methods that change local training (FedProx, Ditto, ...) override :meth:`Method.train_client`.
-Stateful methods keep their state in attributes listed by :meth:`Method.state_dict`, which the
-engine stores in each round checkpoint.
+Hooks with defaults, overridden by methods that need them:
+
+- :meth:`Method.train_client` - local training (FedProx's proximal term, Ditto's personal model);
+- :meth:`Method.client_report` - a report each client sends with its model (FedAgain's benchmark
+  error); star methods receive them in :attr:`StarRound.reports`;
+- :attr:`Method.private_prefixes` - parameters that stay with each client and are never
+  transmitted or averaged (FedSR's local prior);
+- :meth:`Method.participants` - which clients take part in a round (partial participation,
+  weighted client sampling: DRFA, TFL);
+- :meth:`Method.held_out_vector` - the model scored on held-out clients that never train.
+
+Methods never import the engine: what they may use of local training is the
+:class:`TrainingContext` protocol below, which the engine implements.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
-import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
+import numpy as np
 import torch
+from torch import nn
 
-from benchlib.errors import BenchlibError
+from benchlib.catalog import METHODS, check_params
+from benchlib.registry import Registry
+from benchlib.tasks.base import PeerScoring
 
-if TYPE_CHECKING:
-    from benchlib.fl.engine import LocalTraining
+LossHook = Callable[[nn.Module], torch.Tensor]
+
+
+class VectorLayout(Protocol):
+    """Converts a model's floating state to and from one flat vector."""
+
+    names: tuple[str, ...]  # state-dict entries in vector order
+    shapes: tuple[torch.Size, ...]
+    numels: tuple[int, ...]
+
+    def flatten(self, model: nn.Module) -> torch.Tensor: ...
+
+    def load(self, model: nn.Module, vector: torch.Tensor) -> None: ...
+
+
+class TrainingContext(Protocol):
+    """What a method may use of one round's local training (implemented by the engine)."""
+
+    models: list[nn.Module]  # each client's working model
+    training: dict[str, Any]  # the cell's training settings
+    layout: VectorLayout
+    global_vector: torch.Tensor | None  # star: this round's global model; P2P: None
+
+    def train(
+        self,
+        client: int,
+        model: nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        loss_hook: LossHook | None = None,
+        stream: str = "train",
+    ) -> None:
+        """Run the configured local epochs on ``model`` (default the client's working model)."""
+        ...
+
+    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer: ...
+
+    def evaluate(self, client: int, vector: torch.Tensor, subset: str = "val") -> float:
+        """The task's primary metric of ``vector`` on the client's ``subset``."""
+        ...
 
 
 class PeerEvaluator:
-    """Evaluates flat parameter vectors on one client's validation set (cached per vector id)."""
+    """Evaluates flat parameter vectors on one client's validation set.
+
+    ``logits(vector)`` is the model's raw output and ``labels`` the validation targets;
+    ``scoring(vector)`` is the task's peer-scoring view of a model (per-sample or per-pixel class
+    scores, matching labels, and the task's own quality term such as Dice), which methods that
+    score peers (LIGHTYEAR) use so that they work for every task.
+    """
 
     def __init__(
         self,
         predict: Callable[[torch.Tensor], torch.Tensor],
         labels: torch.Tensor,
+        view: Callable[[torch.Tensor], PeerScoring] | None = None,
     ) -> None:
         self._predict = predict
         self.labels = labels
+        self._view = view
 
     def logits(self, vector: torch.Tensor) -> torch.Tensor:
-        """Logits of the model with parameters ``vector`` on the validation inputs."""
+        """The model output of ``vector`` on the validation inputs."""
         return self._predict(vector)
+
+    def scoring(self, vector: torch.Tensor) -> PeerScoring:
+        """The task's peer-scoring view of ``vector`` (default: logits vs. labels)."""
+        if self._view is None:
+            return PeerScoring(logits=self.logits(vector), labels=self.labels)
+        return self._view(vector)
+
+
+@dataclass
+class PeerView:
+    """One P2P client's view in one round."""
+
+    round: int
+    client: int
+    own: torch.Tensor  # the client's vector right after this round's local training
+    peers: list[int]
+    received: torch.Tensor  # [len(peers), d], row r from peers[r] (possibly corrupted)
+    evaluator: PeerEvaluator
 
 
 @dataclass
@@ -53,8 +130,10 @@ class StarRound:
 
     round: int
     num_rounds: int
-    train_sizes: torch.Tensor  # samples per client
-    batch_counts: torch.Tensor  # local batches per client
+    train_sizes: torch.Tensor  # samples per participating client
+    batch_counts: torch.Tensor  # local batches per participating client
+    participants: list[int] = field(default_factory=list)  # row r of `received` = client
+    reports: list[dict[str, Any] | None] = field(default_factory=list)  # per participant
 
 
 @dataclass
@@ -66,12 +145,22 @@ class P2PResult:
     scores: dict[int, float] = field(default_factory=dict)
 
 
+def sample_clients(
+    weights: Sequence[float], count: int, rng: np.random.Generator, replace: bool = False
+) -> list[int]:
+    """``count`` client ids drawn with probability proportional to ``weights`` (sorted)."""
+    p = np.asarray(weights, dtype=np.float64)
+    p = p / p.sum()
+    return sorted(int(c) for c in rng.choice(len(p), size=count, replace=replace, p=p))
+
+
 class Method:
-    """Base class of all methods. Subclasses set ``name`` and ``topology``."""
+    """Base class of all methods. Subclasses set ``name``; the catalog holds the rest."""
 
     name: ClassVar[str]
     topology: ClassVar[str]  # "star" or "p2p"
     description: ClassVar[str] = ""
+    private_prefixes: ClassVar[tuple[str, ...]] = ()
 
     def setup(self, num_clients: int, num_rounds: int, seed: int) -> None:
         """Called once before round 0 (and before a checkpoint's state is loaded)."""
@@ -79,9 +168,27 @@ class Method:
         self.num_rounds = num_rounds
         self.seed = seed
 
-    def train_client(self, training: LocalTraining, client: int, round: int) -> None:
-        """Local training of ``client`` in ``round``; default: one plain epoch."""
+    def participants(self, round: int, clients: list[int], rng: np.random.Generator) -> list[int]:
+        """The clients that train and transmit in ``round`` (default: all of ``clients``)."""
+        return list(clients)
+
+    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
+        """Local training of ``client`` in ``round``; default: plain local epochs."""
         training.train(client)
+
+    def client_report(
+        self, training: TrainingContext, client: int, round: int
+    ) -> dict[str, Any] | None:
+        """What ``client`` sends beside its model (default nothing)."""
+        return None
+
+    def held_out_vector(
+        self, global_vector: torch.Tensor, client_vectors: list[torch.Tensor]
+    ) -> torch.Tensor:
+        """The model scored on held-out clients: star the global model, P2P the clients' mean."""
+        if self.topology == "star":
+            return global_vector
+        return torch.stack(client_vectors).mean(dim=0)
 
     def state_dict(self) -> dict[str, Any]:
         """Cross-round state to checkpoint (empty for stateless methods)."""
@@ -115,63 +222,33 @@ class P2PMethod(Method):
 
     topology = "p2p"
 
-    def aggregate_client(
-        self,
-        round: int,
-        client: int,
-        own: torch.Tensor,
-        peers: list[int],
-        received: torch.Tensor,
-        evaluator: PeerEvaluator,
-    ) -> P2PResult:
+    def aggregate_client(self, view: PeerView) -> P2PResult:
         raise NotImplementedError
 
 
-_METHODS: dict[str, type[Method]] = {}
-_LOADED = False
+_METHODS: Registry[type[Method]] = Registry("method implementation")
 
 
 def register_method(cls: type[Method]) -> type[Method]:
-    """Class decorator adding a method under ``cls.name``."""
-    if cls.name in _METHODS:
-        raise ValueError(f"method {cls.name!r} registered twice")
-    _METHODS[cls.name] = cls
-    return cls
-
-
-def _load_all() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    import benchlib.methods as package
-
-    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if module.name != "base":
-            importlib.import_module(f"{package.__name__}.{module.name}")
-    _LOADED = True
+    """Class decorator adding a method implementation under ``cls.name``."""
+    return _METHODS.add(cls.name, cls)
 
 
 def method_names() -> list[str]:
-    _load_all()
-    return sorted(_METHODS)
+    """Every method in the catalog."""
+    return METHODS.names()
 
 
 def get_method_class(name: str) -> type[Method]:
-    """Look up a method class, with a clear error for unknown names."""
-    _load_all()
-    if name not in _METHODS:
-        raise BenchlibError(f"unknown method {name!r}; choose one of: {', '.join(method_names())}")
-    return _METHODS[name]
+    """The implementation of catalog method ``name`` (imports its module on first use)."""
+    entry = METHODS.get(name)
+    importlib.import_module(
+        entry.module if "." in entry.module else f"benchlib.methods.{entry.module}"
+    )
+    return _METHODS.get(name)
 
 
 def build_method(name: str, params: dict[str, Any]) -> Method:
-    """Instantiate method ``name`` with its config parameters (checked against its signature)."""
-    cls = get_method_class(name)
-    accepted = inspect.signature(cls.__init__).parameters
-    unknown = sorted(set(params) - set(accepted) - {"self"})
-    if unknown:
-        allowed = sorted(set(accepted) - {"self", "args", "kwargs"})
-        raise BenchlibError(
-            f"method {name!r} does not take parameters {unknown}; it accepts {allowed or 'none'}"
-        )
-    return cls(**params)
+    """Instantiate method ``name`` with its config parameters (checked against the catalog)."""
+    check_params(f"method {name!r}", METHODS.get(name).params, params)
+    return get_method_class(name)(**params)

@@ -27,23 +27,18 @@ benign group (its non-finite models excluded).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import StarMethod, StarRound, register_method
+from benchlib.methods.base import StarMethod, StarRound, TrainingContext, register_method
 from benchlib.methods.robust_utils import (
     cosine_matrix,
     finite_rows,
     pairwise_distances,
     weighted_mean,
 )
-
-if TYPE_CHECKING:
-    from benchlib.fl.engine import LocalTraining
-
-VARIANTS = ("paper", "authors")
 
 
 def optimal_bipartition(similarity: torch.Tensor) -> tuple[list[int], list[int]]:
@@ -118,7 +113,6 @@ class CFL(StarMethod):
     description = "star; clustered FL: cosine bi-partitioning of updates, one model per cluster"
 
     def __init__(self, eps1: float = 0.4, eps2: float = 1.6, variant: str = "paper") -> None:
-        require(variant in VARIANTS, f"cfl: variant must be one of {VARIANTS}, got {variant!r}")
         self.variant = variant
         self.eps1, self.eps2 = float(eps1), float(eps2)
         require(self.eps1 >= 0 and self.eps2 >= 0, "cfl: eps1 and eps2 must be >= 0")
@@ -138,7 +132,7 @@ class CFL(StarMethod):
         if not self.models:
             self.models = [vector.detach().clone()]
 
-    def train_client(self, training: LocalTraining, client: int, round: int) -> None:
+    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
         if self.variant == "paper" and training.global_vector is not None:
             self._ensure_models(training.global_vector)
             model = self.models[self._cluster_of(client)]

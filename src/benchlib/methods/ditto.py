@@ -22,19 +22,14 @@ number of local batches.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import register_method
+from benchlib.methods.base import TrainingContext, register_method
 from benchlib.methods.fedavg import FedAvg
 from benchlib.methods.robust_utils import proximal_hook
-
-if TYPE_CHECKING:
-    from benchlib.fl.engine import LocalTraining
-
-VARIANTS = ("paper", "authors")
 
 
 @register_method
@@ -43,7 +38,6 @@ class Ditto(FedAvg):
     description = "star; FedAvg global model + per-client personal models pulled towards it"
 
     def __init__(self, lam: float = 0.5, variant: str = "paper") -> None:
-        require(variant in VARIANTS, f"ditto: variant must be one of {VARIANTS}, got {variant!r}")
         super().__init__(weighting="samples" if variant == "paper" else "batches")
         self.variant = variant
         self.lam = float(lam)
@@ -54,7 +48,7 @@ class Ditto(FedAvg):
         self.personal: list[torch.Tensor | None] = [None] * num_clients
         self.optimizer_states: list[dict[str, Any] | None] = [None] * num_clients
 
-    def train_client(self, training: LocalTraining, client: int, round: int) -> None:
+    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
         training.train(client)
         if self.variant == "authors" or training.global_vector is None:
             return

@@ -13,7 +13,7 @@ from benchlib.errors import require
 from benchlib.methods.base import (
     P2PMethod,
     P2PResult,
-    PeerEvaluator,
+    PeerView,
     StarMethod,
     StarRound,
     register_method,
@@ -56,14 +56,7 @@ class P2PFedAvg(P2PMethod):
     name = "p2p_fedavg"
     description = "fully connected P2P; uniform mean of own and all received models"
 
-    def aggregate_client(
-        self,
-        round: int,
-        client: int,
-        own: torch.Tensor,
-        peers: list[int],
-        received: torch.Tensor,
-        evaluator: PeerEvaluator,
-    ) -> P2PResult:
+    def aggregate_client(self, view: PeerView) -> P2PResult:
+        own, peers, received = view.own, view.peers, view.received
         total = own + received.sum(dim=0)
         return P2PResult(vector=total / (len(peers) + 1), selected=list(peers))

@@ -18,15 +18,10 @@ paper does not report its value. The LIGHTYEAR authors' code has no FedProx, so 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from benchlib.errors import require
-from benchlib.methods.base import register_method
+from benchlib.methods.base import TrainingContext, register_method
 from benchlib.methods.fedavg import FedAvg
 from benchlib.methods.robust_utils import proximal_hook
-
-if TYPE_CHECKING:
-    from benchlib.fl.engine import LocalTraining
 
 
 @register_method
@@ -39,7 +34,7 @@ class FedProx(FedAvg):
         self.mu = float(mu)
         require(self.mu >= 0.0, f"fedprox: mu must be >= 0, got {self.mu}")
 
-    def train_client(self, training: LocalTraining, client: int, round: int) -> None:
+    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
         if self.mu == 0.0 or training.global_vector is None:
             training.train(client)
             return

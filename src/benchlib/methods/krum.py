@@ -29,8 +29,6 @@ from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound, register_method
 from benchlib.methods.robust_utils import pairwise_distances
 
-VARIANTS = ("paper", "authors")
-
 
 def krum_scores(distances: torch.Tensor, neighbours: int) -> torch.Tensor:
     """Sum of each row's ``neighbours`` smallest off-diagonal entries of ``distances``."""
@@ -52,7 +50,6 @@ class Krum(StarMethod):
     description = "star; (Multi-)Krum: mean of the m models with the lowest Krum scores"
 
     def __init__(self, f: int | None = None, m: int = 1, variant: str = "paper") -> None:
-        require(variant in VARIANTS, f"krum: variant must be one of {VARIANTS}, got {variant!r}")
         require(f is None or int(f) >= 0, f"krum: f must be >= 0, got {f}")
         require(int(m) >= 1, f"krum: m must be >= 1, got {m}")
         require(

@@ -29,10 +29,8 @@ from dataclasses import dataclass
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import P2PMethod, P2PResult, PeerEvaluator, register_method
+from benchlib.methods.base import P2PMethod, P2PResult, PeerView, register_method
 from benchlib.metrics import expected_calibration_error, finite_rows
-
-VARIANTS = ("paper", "authors")
 
 
 @dataclass(frozen=True)
@@ -44,8 +42,14 @@ class ModelStats:
     confidence: torch.Tensor  # per-sample confidence
 
 
-def model_stats(logits: torch.Tensor, labels: torch.Tensor, variant: str) -> ModelStats:
-    """Accuracy, ECE and per-sample confidence of one model's logits on V_i."""
+def model_stats(
+    logits: torch.Tensor, labels: torch.Tensor, variant: str, quality: float | None = None
+) -> ModelStats:
+    """Accuracy, ECE and per-sample confidence of one model's logits on V_i.
+
+    ``quality`` replaces accuracy in the first term where the task defines its own (segmentation:
+    Dice, paper Eq. 16); ``logits`` are then per pixel.
+    """
     logits = logits.double()
     valid = finite_rows(logits)
     correct = (logits.argmax(dim=1) == labels) & valid
@@ -55,7 +59,8 @@ def model_stats(logits: torch.Tensor, labels: torch.Tensor, variant: str) -> Mod
     else:
         confidence = logits.max(dim=1).values
         ece = expected_calibration_error(confidence, correct, lowest_bin_closed=False)
-    return ModelStats(accuracy=correct.double().mean().item(), ece=ece, confidence=confidence)
+    accuracy = correct.double().mean().item() if quality is None else quality
+    return ModelStats(accuracy=accuracy, ece=ece, confidence=confidence)
 
 
 def agreement(reference: ModelStats, other: ModelStats, variant: str) -> float:
@@ -76,32 +81,23 @@ class Lightyear(P2PMethod):
     description = "P2P; agreement-score selection on local validation data, gamma^t step"
 
     def __init__(self, tau: float | None = None, gamma: float = 0.95, variant: str = "paper"):
-        require(variant in VARIANTS, f"lightyear: variant must be one of {VARIANTS}")
         self.variant = variant
         self.tau = (0.75 if variant == "paper" else 0.6) if tau is None else float(tau)
         self.gamma = float(gamma)
         require(0.0 <= self.tau <= 1.0, f"lightyear: tau must be in [0, 1], got {self.tau}")
         require(0.0 < self.gamma <= 1.0, f"lightyear: gamma must be in (0, 1], got {self.gamma}")
 
-    def aggregate_client(
-        self,
-        round: int,
-        client: int,
-        own: torch.Tensor,
-        peers: list[int],
-        received: torch.Tensor,
-        evaluator: PeerEvaluator,
-    ) -> P2PResult:
-        labels = evaluator.labels
-        reference = model_stats(evaluator.logits(own), labels, self.variant)
+    def _stats(self, view: PeerView, vector: torch.Tensor) -> ModelStats:
+        scoring = view.evaluator.scoring(vector)
+        return model_stats(scoring.logits, scoring.labels, self.variant, scoring.quality)
+
+    def aggregate_client(self, view: PeerView) -> P2PResult:
+        own, peers, received = view.own, view.peers, view.received
+        reference = self._stats(view, own)
         scores: dict[int, float] = {}
         selected: list[int] = []
         for row, peer in enumerate(peers):
-            score = agreement(
-                reference,
-                model_stats(evaluator.logits(received[row]), labels, self.variant),
-                self.variant,
-            )
+            score = agreement(reference, self._stats(view, received[row]), self.variant)
             scores[peer] = score
             if score == score and score >= self.tau:  # NaN never passes
                 selected.append(peer)
@@ -110,5 +106,5 @@ class Lightyear(P2PMethod):
         rows = [peers.index(p) for p in selected]
         drift = (received[rows] - own).sum(dim=0)
         normaliser = len(selected) + (1 if self.variant == "authors" else 0)
-        step = self.gamma**round / normaliser
+        step = self.gamma**view.round / normaliser
         return P2PResult(vector=own + step * drift, selected=selected, scores=scores)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import torch
-
-from benchlib.methods.base import P2PMethod, P2PResult, PeerEvaluator, register_method
+from benchlib.methods.base import P2PMethod, P2PResult, PeerView, register_method
 
 
 @register_method
@@ -12,13 +10,6 @@ class LocalOnly(P2PMethod):
     name = "local"
     description = "each client trains on its own data only"
 
-    def aggregate_client(
-        self,
-        round: int,
-        client: int,
-        own: torch.Tensor,
-        peers: list[int],
-        received: torch.Tensor,
-        evaluator: PeerEvaluator,
-    ) -> P2PResult:
+    def aggregate_client(self, view: PeerView) -> P2PResult:
+        own = view.own
         return P2PResult(vector=own, selected=[])

@@ -11,8 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from benchlib.fl.clients import LossHook
-from benchlib.fl.params import ParamLayout
+from benchlib.methods.base import LossHook, VectorLayout
 from benchlib.metrics import finite_rows
 
 __all__ = [
@@ -72,7 +71,7 @@ def clip_to_radius(vector: torch.Tensor, radius: float) -> torch.Tensor:
 
 
 def proximal_hook(
-    model: nn.Module, anchor: torch.Tensor, layout: ParamLayout, coeff: float
+    model: nn.Module, anchor: torch.Tensor, layout: VectorLayout, coeff: float
 ) -> LossHook:
     """A loss hook ``coeff/2 * sum_p ||p - anchor_p||^2`` over ``model``'s parameters.
 

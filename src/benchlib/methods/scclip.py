@@ -31,10 +31,8 @@ import math
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import P2PMethod, P2PResult, PeerEvaluator, register_method
+from benchlib.methods.base import P2PMethod, P2PResult, PeerView, register_method
 from benchlib.methods.robust_utils import clip_to_radius, distances_to
-
-VARIANTS = ("paper", "authors")
 
 
 @register_method
@@ -43,7 +41,6 @@ class SCClip(P2PMethod):
     description = "P2P; remove the b farthest peers, clip the rest around the own model"
 
     def __init__(self, b: int = 1, tau: float | None = None, variant: str = "paper") -> None:
-        require(variant in VARIANTS, f"scclip: variant must be one of {VARIANTS}, got {variant!r}")
         require(int(b) >= 0, f"scclip: b must be >= 0, got {b}")
         require(tau is None or float(tau) > 0, f"scclip: tau must be > 0, got {tau}")
         require(
@@ -62,15 +59,8 @@ class SCClip(P2PMethod):
             return math.inf
         return math.sqrt(sum(d * d for d in kept_distances) / self.b)
 
-    def aggregate_client(
-        self,
-        round: int,
-        client: int,
-        own: torch.Tensor,
-        peers: list[int],
-        received: torch.Tensor,
-        evaluator: PeerEvaluator,
-    ) -> P2PResult:
+    def aggregate_client(self, view: PeerView) -> P2PResult:
+        own, peers, received = view.own, view.peers, view.received
         distances = distances_to(own, received).tolist()
         scores = dict(zip(peers, distances, strict=True))
         finite = [r for r, d in enumerate(distances) if math.isfinite(d)]

@@ -1,45 +1,39 @@
-"""Models by name. Each builder takes (num_classes, image_shape, **params) -> nn.Module."""
+"""Models by name. Each builder takes (num_outputs, input_shape, **params) -> nn.Module.
+
+Names and the module that registers each are listed in :data:`benchlib.catalog.MODELS`; the
+module is imported the first time its model is built. ``input_shape`` is ``(C, H, W)`` for
+images and ``(F,)`` for tabular rows; ``num_outputs`` is the class count (classification,
+segmentation: classes incl. background) or the target dimension (regression).
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from torch import nn
 
+from benchlib.catalog import MODELS
 from benchlib.errors import BenchlibError
+from benchlib.registry import Registry
 
 ModelBuilder = Callable[..., nn.Module]
-_MODELS: dict[str, ModelBuilder] = {}
-
-
-def register_model(name: str) -> Callable[[ModelBuilder], ModelBuilder]:
-    """Decorator registering a model builder under ``name``."""
-
-    def decorate(builder: ModelBuilder) -> ModelBuilder:
-        _MODELS[name] = builder
-        return builder
-
-    return decorate
+_BUILDERS: Registry[ModelBuilder] = Registry("model implementation")
+register_model = _BUILDERS.register
 
 
 def model_names() -> list[str]:
-    _load_all()
-    return sorted(_MODELS)
+    return MODELS.names()
 
 
 def build_model(
-    name: str, num_classes: int, image_shape: tuple[int, ...], params: dict[str, Any] | None = None
+    name: str, num_outputs: int, input_shape: tuple[int, ...], params: dict[str, Any] | None = None
 ) -> nn.Module:
-    """Build model ``name`` for ``num_classes`` classes and ``(C, H, W)`` inputs."""
-    _load_all()
-    if name not in _MODELS:
-        raise BenchlibError(f"unknown model {name!r}; choose one of: {', '.join(model_names())}")
+    """Build model ``name`` for ``num_outputs`` outputs and inputs of ``input_shape``."""
+    importlib.import_module(f"benchlib.models.{MODELS.get(name)}")
+    builder = _BUILDERS.get(name)
     try:
-        return _MODELS[name](num_classes, tuple(image_shape), **(params or {}))
+        return builder(num_outputs, tuple(input_shape), **(params or {}))
     except TypeError as exc:
         raise BenchlibError(f"model {name!r}: bad parameters {params} ({exc})") from exc
-
-
-def _load_all() -> None:
-    from benchlib.models import cnn, vision  # noqa: F401  (registration side effects)

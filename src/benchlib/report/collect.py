@@ -1,4 +1,8 @@
-"""Gather many metrics.json files into one tidy CSV (one row per cell x client)."""
+"""Gather many metrics.json files into one tidy CSV (one row per cell x client).
+
+Columns: the cell and client fields, then one column per per-client test metric (every flat
+``test_<metric>`` key of the clients' entries, sorted), then the subset sizes.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import pandas as pd
 from benchlib.errors import BenchlibError, require
 from benchlib.io import write_with_atomic
 
-COLUMNS = [
+ID_COLUMNS = [
     "experiment",
     "dataset",
     "malfunction",
@@ -20,11 +24,20 @@ COLUMNS = [
     "seed",
     "client",
     "malicious",
-    "test_accuracy",
-    "n_train",
-    "n_val",
-    "n_test",
 ]
+SIZE_COLUMNS = ["n_train", "n_val", "n_test"]
+METRIC_PREFIX = "test_"
+
+
+def metric_columns(rows: list[dict]) -> list[str]:
+    """The sorted ``test_*`` keys with scalar values found in any row."""
+    found = {
+        key
+        for row in rows
+        for key, value in row.items()
+        if key.startswith(METRIC_PREFIX) and (value is None or isinstance(value, int | float))
+    }
+    return sorted(found)
 
 
 def metrics_rows(path: Path) -> list[dict]:
@@ -41,7 +54,7 @@ def metrics_rows(path: Path) -> list[dict]:
 def collect(paths: list[Path]) -> pd.DataFrame:
     """A tidy frame of all clients of all given cells, sorted for stable output."""
     rows = [row for path in sorted(paths) for row in metrics_rows(path)]
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame = pd.DataFrame(rows, columns=[*ID_COLUMNS, *metric_columns(rows), *SIZE_COLUMNS])
     return frame.sort_values(["experiment", "malfunction", "method_id", "k", "seed", "client"])
 
 

@@ -1,11 +1,106 @@
-"""The table statistic: per-client final test accuracy, seeds averaged per client first, then
-mean and population std (ddof 0) across all clients, malfunctioning ones included."""
+"""The table statistic: per-client final test metric, seeds averaged per client first, then mean
+and population std (ddof 0) across all clients, malfunctioning ones included; and how a metric is
+shown (label, percent or plain, decimals)."""
 
 from __future__ import annotations
 
-import pandas as pd
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from benchlib.config import NO_MALFUNCTION
+from benchlib.errors import require
+
+if TYPE_CHECKING:  # pandas is imported where it is used: Snakemake imports this module at parse
+    import pandas as pd
+
+# metric -> its name in captions and axis labels (default: the name with spaces for underscores)
+METRIC_LABELS = {
+    "accuracy": "accuracy",
+    "balanced_accuracy": "balanced accuracy",
+    "f1_macro": "macro F1",
+    "dice": "Dice",
+    "mse": "MSE",
+    "mae": "MAE",
+    "auc": "ROC-AUC",
+    "roc_auc": "ROC-AUC",
+    "ece": "ECE",
+}
+# metrics in [0, 1] shown in percent by default; every other metric is shown as is
+PERCENT_METRICS = frozenset({"accuracy", "balanced_accuracy", "f1_macro", "dice", "auc", "roc_auc"})
+METRIC_PATTERN = "^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
+
+
+@dataclass(frozen=True)
+class MetricDisplay:
+    """How a metric is shown: ``percent`` multiplies by 100; ``decimals`` after the point."""
+
+    metric: str
+    label: str
+    percent: bool
+    decimals: int
+
+    @classmethod
+    def resolve(
+        cls,
+        metric: str = "accuracy",
+        percent: bool | None = None,
+        decimals: int | None = None,
+        label: str | None = None,
+    ) -> MetricDisplay:
+        """Defaults: percent with 1 decimal for [0, 1] metrics, else plain with 3 decimals."""
+        percent = metric in PERCENT_METRICS if percent is None else percent
+        decimals = (1 if percent else 3) if decimals is None else decimals
+        label = METRIC_LABELS.get(metric, metric.replace("_", " ")) if label is None else label
+        return cls(metric, label, percent, decimals)
+
+    def as_spec(self) -> dict[str, object]:
+        return {
+            "metric": self.metric,
+            "metric_label": self.label,
+            "percent": self.percent,
+            "decimals": self.decimals,
+        }
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> MetricDisplay:
+        """From a spec written by :meth:`as_spec` (defaults: today's accuracy in percent)."""
+        return cls.resolve(
+            spec.get("metric", "accuracy"),
+            spec.get("percent"),
+            spec.get("decimals"),
+            spec.get("metric_label"),
+        )
+
+    @property
+    def column(self) -> str:
+        return metric_column(self.metric)
+
+    def scale(self, value: float) -> float:
+        return 100 * value if self.percent else value
+
+    def mean_std(self, mean: float, std: float) -> str:
+        """``mean $\\pm$ std`` as the tables print it."""
+        d = self.decimals
+        return f"{self.scale(mean):.{d}f} $\\pm$ {self.scale(std):.{d}f}"
+
+    @property
+    def axis_label(self) -> str:
+        return f"mean client {self.label}{' (%)' if self.percent else ''}"
+
+
+def metric_column(metric: str) -> str:
+    """The collected CSV's column of a per-client test metric."""
+    return f"test_{metric}"
+
+
+def check_metric(collected: pd.DataFrame, metric: str, what: str) -> None:
+    """A clear error when the collected results lack ``metric``."""
+    available = sorted(c.removeprefix("test_") for c in collected.columns if c.startswith("test_"))
+    require(
+        metric_column(metric) in collected.columns,
+        f"{what}: the collected results have no test metric {metric!r} (they have: "
+        f"{', '.join(available) or 'none'}); choose one of those as the report's metric",
+    )
 
 
 def table_rows(collected: pd.DataFrame, experiment: str, malfunction: str) -> pd.DataFrame:
@@ -17,12 +112,17 @@ def table_rows(collected: pd.DataFrame, experiment: str, malfunction: str) -> pd
     return frame[keep]
 
 
-def summarise(rows: pd.DataFrame, benign_only: bool = False) -> pd.DataFrame:
-    """Per (method_id, k): mean and population std across clients, in [0, 1]."""
+def summarise(
+    rows: pd.DataFrame, benign_only: bool = False, metric: str = "accuracy"
+) -> pd.DataFrame:
+    """Per (method_id, k): mean and population std across clients of ``test_<metric>``."""
+    import pandas as pd
+
     if benign_only:
         rows = rows[~rows["malicious"].astype(bool)]
-    per_client = rows.groupby(["method_id", "k", "client"], as_index=False)["test_accuracy"].mean()
-    grouped = per_client.groupby(["method_id", "k"])["test_accuracy"]
+    column = metric_column(metric)
+    per_client = rows.groupby(["method_id", "k", "client"], as_index=False)[column].mean()
+    grouped = per_client.groupby(["method_id", "k"])[column]
     return pd.DataFrame(
         {
             "mean": grouped.mean(),
@@ -30,3 +130,26 @@ def summarise(rows: pd.DataFrame, benign_only: bool = False) -> pd.DataFrame:
             "clients": grouped.size(),
         }
     ).reset_index()
+
+
+# JSON-schema properties of a report entry that shows one metric (see MetricDisplay.resolve)
+METRIC_PARAMS = {
+    "metric": {
+        "type": "string",
+        "pattern": METRIC_PATTERN,
+        "description": "per-client test metric (collected column test_<metric>); default accuracy",
+    },
+    "percent": {"type": "boolean", "description": "show 100 x value (default: [0, 1] metrics)"},
+    "decimals": {"type": "integer", "minimum": 0, "maximum": 6},
+    "metric_label": {"type": "string", "description": "name in captions and axis labels"},
+}
+
+
+def metric_display(params: dict) -> MetricDisplay:
+    """The display of a report entry's metric parameters (:data:`METRIC_PARAMS`)."""
+    return MetricDisplay.resolve(
+        params.get("metric", "accuracy"),
+        params.get("percent"),
+        params.get("decimals"),
+        params.get("metric_label"),
+    )

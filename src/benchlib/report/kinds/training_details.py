@@ -1,16 +1,27 @@
 """The training-details table (LIGHTYEAR appendix Table 1), rendered from the config itself.
 
-One column per dataset the config's experiments use (in first-use order), one row per setting:
-loss, optimizer, learning rate, weight decay, momentum, batch size, rounds, local epochs.
+One column per dataset the chosen experiments use (in first-use order), one row per setting:
+loss, optimizer, learning rate, weight decay, momentum, batch size, rounds, local epochs. Config
+entry (``experiments`` defaults to all of the config's experiments)::
+
+    reports:
+      training_details: {kind: training_details, experiments: [femnist, camelyon17]}
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from benchlib import __version__
-from benchlib.report.table import render_template
+from benchlib.report.base import (
+    ReportKind,
+    check_experiments,
+    check_outputs,
+    register_kind,
+    spec_value,
+)
 
 if TYPE_CHECKING:
     from benchlib.config import Config
@@ -50,9 +61,10 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
 ]
 
 
-def training_details_spec(config: Config) -> dict[str, Any]:
+def training_details_spec(config: Config, experiments: list[str] | None = None) -> dict[str, Any]:
     """The table's input: each used dataset's label and training section, in first-use order."""
-    datasets = list(dict.fromkeys(exp["dataset"] for exp in config.experiments.values()))
+    chosen = list(config.experiments) if experiments is None else experiments
+    datasets = list(dict.fromkeys(config.experiments[e]["dataset"] for e in chosen))
     return {
         "datasets": [
             {
@@ -66,11 +78,41 @@ def training_details_spec(config: Config) -> dict[str, Any]:
 
 def render_training_details(spec: dict[str, Any]) -> str:
     """The LaTeX source of the training-details table."""
-    columns = [entry["label"] for entry in spec["datasets"]]
+    from benchlib.report.latex import render_template
+
+    datasets = spec_value(spec, "datasets")
+    columns = [entry["label"] for entry in datasets]
     rows = [
-        {"label": label, "cells": [cell(entry["training"]) for entry in spec["datasets"]]}
+        {"label": label, "cells": [cell(entry["training"]) for entry in datasets]}
         for label, cell in ROWS
     ]
     return render_template(
         "training_details.tex.j2", version=__version__, columns=columns, rows=rows
     )
+
+
+@register_kind
+class TrainingDetails(ReportKind):
+    name = "training_details"
+    output = "table"
+    params: ClassVar[dict[str, Any]] = {
+        "experiments": {
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": True,
+            "items": {"type": "string"},
+            "description": "whose datasets become columns (default: all experiments)",
+        }
+    }
+
+    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+        experiments = params.get("experiments")
+        if experiments is not None:
+            check_experiments(config, experiments)
+        return training_details_spec(config, experiments)
+
+    def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
+        from benchlib.io import write_text_atomic
+
+        check_outputs(self, outputs)
+        write_text_atomic(outputs[0], render_training_details(spec))

@@ -1,0 +1,149 @@
+"""Grid axes beyond (malfunction, method, k, seed): one registry, used by every suite.
+
+An experiment may sweep further settings with ``axes: {<axis>: [values...]}``; the config then
+holds one *variant* experiment per combination of values, named
+``<experiment>__<axis>_<value>[__<axis>_<value>...]`` (so every variant has its own tables,
+figures and run folders), and records the values in each cell's spec (``axes``) and so in
+metrics.json and the collected CSVs. Axes that change the clients' data (number of clients,
+partitioner) give the variant its own dataset entry (``<dataset>__...``): its own split, but the
+base dataset's prepared store.
+
+Axes:
+
+- ``clients``: the number of clients (an int);
+- ``partition``: the partitioner and its parameters (a mapping like a dataset's ``partition``);
+- ``held_out``: the clients that never train (a list of client ids; leave-one-domain-out);
+- ``<malfunction>.<parameter>``: a malfunction parameter (e.g. ``ana.scale``).
+
+Adding an axis = one :func:`register_axis` entry here.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from benchlib.catalog import MALFUNCTIONS
+from benchlib.errors import BenchlibError, require
+from benchlib.registry import Registry
+
+SEPARATOR = "__"
+
+
+@dataclass(frozen=True)
+class Axis:
+    """How one axis value changes a dataset's config entry; ``data`` axes change the split."""
+
+    apply: Callable[[dict[str, Any], Any], None]
+    data: bool
+
+
+AXES: Registry[Axis] = Registry("grid axis")
+
+
+def register_axis(name: str, data: bool) -> Callable[[Callable], Callable]:
+    def decorate(apply: Callable[[dict[str, Any], Any], None]) -> Callable:
+        AXES.add(name, Axis(apply, data))
+        return apply
+
+    return decorate
+
+
+@register_axis("clients", data=True)
+def _clients(dataset: dict[str, Any], value: Any) -> None:
+    require(isinstance(value, int) and value >= 2, f"axis clients: {value!r} is not an int >= 2")
+    dataset["clients"] = value
+
+
+@register_axis("partition", data=True)
+def _partition(dataset: dict[str, Any], value: Any) -> None:
+    require(
+        isinstance(value, dict) and "name" in value,
+        f"axis partition: {value!r} is not a partition mapping with a name",
+    )
+    dataset["partition"] = dict(value)
+
+
+@register_axis("held_out", data=False)
+def _held_out(dataset: dict[str, Any], value: Any) -> None:
+    require(
+        isinstance(value, list) and all(isinstance(c, int) for c in value),
+        f"axis held_out: {value!r} is not a list of client ids",
+    )
+    dataset["held_out"] = list(value)
+
+
+def _malfunction_param(name: str) -> Axis | None:
+    """``<malfunction>.<parameter>`` axes, for every parameter the catalog declares."""
+    malfunction, _, param = name.partition(".")
+    if malfunction in MALFUNCTIONS and param in MALFUNCTIONS.get(malfunction):
+
+        def apply(dataset: dict[str, Any], value: Any) -> None:
+            section = dataset.setdefault("malfunction", {})
+            section[malfunction] = {**section.get(malfunction, {}), param: value}
+
+        return Axis(apply, data=False)
+    return None
+
+
+def get_axis(name: str) -> Axis:
+    """The axis ``name`` (a registered axis or a malfunction parameter)."""
+    found = _malfunction_param(name)
+    if found is not None:
+        return found
+    if name not in AXES:
+        params = [f"{m}.{p}" for m, spec in MALFUNCTIONS.items() for p in spec]
+        raise BenchlibError(
+            f"unknown grid axis {name!r}; choose one of: {', '.join(AXES.names() + params)}"
+        )
+    return AXES.get(name)
+
+
+def value_label(value: Any) -> str:
+    """A path-safe label of an axis value: ``1.5`` -> ``1p5``, ``{name: dirichlet, alpha:
+    0.5}`` -> ``dirichlet_alpha0p5``, ``[0, 2]`` -> ``0_2``."""
+    if isinstance(value, dict):
+        parts = [str(value.get("name", ""))]
+        parts += [f"{k}{value_label(v)}" for k, v in sorted(value.items()) if k != "name"]
+        return "_".join(p for p in parts if p)
+    if isinstance(value, list):
+        return "_".join(value_label(v) for v in value) or "none"
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return re.sub(r"[^a-z0-9]", "", text.lower().replace(".", "p").replace("-", "m"))
+
+
+def variants(axes: dict[str, list[Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(name suffix, {axis: value}) for every combination of the axes' values, in order."""
+    names = list(axes)
+    for name in names:
+        get_axis(name)
+        require(bool(axes[name]), f"grid axis {name} has no values")
+    result = []
+    for values in itertools.product(*(axes[name] for name in names)):
+        chosen = dict(zip(names, values, strict=True))
+        suffix = SEPARATOR.join(
+            f"{name.replace('.', '_')}_{value_label(value)}" for name, value in chosen.items()
+        )
+        result.append((suffix, chosen))
+    require(
+        len({suffix for suffix, _ in result}) == len(result),
+        f"grid axes {names}: two values have the same label; make them distinct",
+    )
+    return result
+
+
+def apply_axes(dataset: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a dataset's config entry with the chosen axis values applied."""
+    result = copy.deepcopy(dataset)
+    for name, value in chosen.items():
+        get_axis(name).apply(result, value)
+    return result
+
+
+def changes_data(chosen: dict[str, Any]) -> bool:
+    """Whether these axis values need their own split (a dataset variant)."""
+    return any(get_axis(name).data for name in chosen)

@@ -1,0 +1,154 @@
+"""Client data streamed from the store: rows on disk, one float batch at a time.
+
+A client holds only row numbers into the store's memory-mapped arrays (per subset, in split-file
+order). Each training step gathers its batch's rows, converts them to float on the fly (images:
+uint8 / 255, NCHW), applies the dataset's transforms and moves them to the device (pinned memory
+and non-blocking copies on a GPU). No code path holds a dataset in float.
+
+``resident`` mode copies the cell's rows once to the device as uint8 (features as float32):
+small stores train faster that way (no page-cache gathers per step); the float values of a batch
+are identical in both modes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from benchlib.data.store import PreparedData
+from benchlib.errors import require
+from benchlib.fl.transforms import Transforms
+from benchlib.tasks.base import Task
+
+SUBSETS = ("train", "val", "test")
+RESIDENT_LIMIT_BYTES = 2 * 1024**3  # auto mode: resident below this many uint8 input bytes
+
+
+@dataclass(frozen=True)
+class ClientData:
+    """One client's store rows per subset (in split-file order)."""
+
+    rows: dict[str, np.ndarray]
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {subset: len(self.rows[subset]) for subset in SUBSETS}
+
+
+def client_rows(data: PreparedData, split: pd.DataFrame, clients: int) -> list[ClientData]:
+    """Each client's store rows per subset, in split-file order."""
+    row_of = pd.Series(np.arange(len(data.index)), index=data.index["sample_id"])
+    result = []
+    for client in range(clients):
+        rows = {}
+        for subset in SUBSETS:
+            ids = split.loc[(split["client"] == client) & (split["subset"] == subset), "sample_id"]
+            rows[subset] = row_of.loc[ids.to_numpy()].to_numpy().astype(np.int64)
+        result.append(ClientData(rows))
+    return result
+
+
+def _to_float_inputs(raw: torch.Tensor) -> torch.Tensor:
+    """uint8 [B, H, W] / [B, H, W, C] -> float32 [B, C, H, W] in [0, 1]; float rows unchanged."""
+    if raw.dtype != torch.uint8:
+        return raw.float()
+    tensor = raw.unsqueeze(1) if raw.ndim == 3 else raw.permute(0, 3, 1, 2)
+    return tensor.float().div_(255.0).contiguous()
+
+
+class BatchSource:
+    """Gathers float input batches and target batches of store rows onto the device.
+
+    ``inputs`` and ``targets`` are row-aligned arrays (memory-mapped for a store); ``needed``
+    the rows this cell uses (what resident mode copies to the device).
+    """
+
+    def __init__(
+        self,
+        inputs: np.ndarray,
+        targets: np.ndarray,
+        task: Task,
+        needed: np.ndarray,
+        device: torch.device | None = None,
+        transforms: Transforms | None = None,
+        mode: str = "auto",
+    ) -> None:
+        self.task = task
+        self.device = device or torch.device("cpu")
+        self.transforms = transforms or Transforms()
+        self.inputs = inputs
+        self.targets = targets
+        needed = np.unique(needed)
+        bytes_needed = int(self.inputs[:1].nbytes) * len(needed)
+        require(mode in ("auto", "resident", "stream"), f"unknown data mode {mode!r}")
+        self.resident = mode == "resident" or (
+            mode == "auto" and bytes_needed <= RESIDENT_LIMIT_BYTES
+        )
+        if self.resident:
+            self._position = np.full(len(self.inputs), -1, dtype=np.int64)
+            self._position[needed] = np.arange(len(needed))
+            self._inputs = torch.from_numpy(np.ascontiguousarray(inputs[needed])).to(self.device)
+            self._targets = task.to_target(targets[needed]).to(self.device)
+            finite = self._inputs.dtype == torch.uint8 or bool(torch.isfinite(self._inputs).all())
+            require(finite, "the cell's input data hold NaN/Inf; prepare the dataset again")
+
+    @classmethod
+    def of_store(
+        cls,
+        data: PreparedData,
+        task: Task,
+        clients: list[ClientData],
+        device: torch.device,
+        transforms: Transforms,
+        mode: str = "auto",
+    ) -> BatchSource:
+        """The source of a cell: the store's arrays, the rows its clients use."""
+        needed = np.concatenate([c.rows[s] for c in clients for s in SUBSETS])
+        targets = task.target_array(data.arrays, data.index["label"].to_numpy())
+        return cls(data.inputs, targets, task, needed, device, transforms, mode)
+
+    @property
+    def mode(self) -> str:
+        return "resident" if self.resident else "stream"
+
+    def _gather(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.resident:
+            where = torch.from_numpy(self._position[rows]).to(self.device)
+            return self._inputs[where], self._targets[where]
+        x = torch.from_numpy(np.take(self.inputs, rows, axis=0))
+        y = self.task.to_target(np.take(self.targets, rows, axis=0))
+        if self.device.type == "cuda":
+            return (
+                x.pin_memory().to(self.device, non_blocking=True),
+                y.pin_memory().to(self.device, non_blocking=True),
+            )
+        return x, y
+
+    def batch(
+        self, rows: np.ndarray, augment_seed: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Float inputs and targets of ``rows``; training transforms when ``augment_seed``."""
+        raw_x, y = self._gather(rows)
+        x = _to_float_inputs(raw_x)
+        if not self.resident and x.dtype.is_floating_point and raw_x.dtype != torch.uint8:
+            require(bool(torch.isfinite(x).all()), "input rows hold NaN/Inf; prepare again")
+        if augment_seed is not None:
+            x, y = self.transforms.augment(x, y, augment_seed)
+        return self.transforms.normalize(x), y
+
+    def batches(
+        self, rows: np.ndarray, batch_size: int
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Evaluation batches of ``rows`` in order (no augmentation)."""
+        for start in range(0, len(rows), batch_size):
+            yield self.batch(rows[start : start + batch_size])
+
+    def targets_of(self, rows: np.ndarray) -> torch.Tensor:
+        """All targets of ``rows`` on the device (targets are small: labels, masks, rows)."""
+        if self.resident:
+            return self._targets[torch.from_numpy(self._position[rows]).to(self.device)]
+        return self.task.to_target(np.take(self.targets, rows, axis=0)).to(self.device)

@@ -1,0 +1,58 @@
+"""The plain local-training loop and batched prediction over streamed client data."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from benchlib.fl.data import BatchSource
+from benchlib.methods.base import LossHook
+from benchlib.seeding import derive_seed
+
+
+def train_epoch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    source: BatchSource,
+    rows: np.ndarray,
+    batch_size: int,
+    generator: torch.Generator,
+    loss_fn: nn.Module,
+    loss_hook: LossHook | None = None,
+    augment_key: tuple[int, str, int, int, int] | None = None,
+) -> torch.Tensor:
+    """One shuffled pass over ``rows``. Returns the summed loss as a tensor (no host sync).
+
+    ``augment_key`` = (seed, stream, round, client, epoch) keys the per-batch augmentation seeds.
+    """
+    model.train()
+    order = torch.randperm(len(rows), generator=generator).numpy()
+    total = torch.zeros((), device=source.device)
+    for number, start in enumerate(range(0, len(rows), batch_size)):
+        batch_rows = rows[order[start : start + batch_size]]
+        seed = None
+        if augment_key is not None and source.transforms.augmentation is not None:
+            seed_value, stream, *keys = augment_key
+            seed = derive_seed(seed_value, f"{stream}/augment", *keys, number)
+        x, y = source.batch(batch_rows, augment_seed=seed)
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        if loss_hook is not None:
+            loss = loss + loss_hook(model)
+        loss.backward()
+        optimizer.step()
+        total += loss.detach() * len(batch_rows)
+    return total
+
+
+@torch.inference_mode()
+def predict(
+    model: nn.Module, source: BatchSource, rows: np.ndarray, batch_size: int = 2048
+) -> torch.Tensor:
+    """Model outputs for all ``rows`` in large batches (eval mode), as float32."""
+    model.eval()
+    if len(rows) == 0:
+        return torch.empty(0, 0)
+    parts = [model(x) for x, _ in source.batches(rows, batch_size)]
+    return torch.cat(parts).float()

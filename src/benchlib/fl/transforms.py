@@ -1,0 +1,66 @@
+"""Per-dataset input transforms: normalisation and seeded per-sample training augmentation.
+
+Augmentations are torchvision.transforms.v2 classes named in the dataset config
+(``transforms.train: [{name: RandomHorizontalFlip, p: 0.5}, ...]``, names from
+:data:`benchlib.catalog.TRANSFORMS`). Each sample of a batch draws its own random parameters;
+the draws come from a keyed seed per batch (seed, round, client, epoch, batch), so a resumed run
+augments exactly as an uninterrupted one. Segmentation masks get the same geometric transform as
+their image (tv_tensors.Mask), never the photometric ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+
+from benchlib.catalog import TRANSFORMS
+from benchlib.errors import BenchlibError, require
+
+
+class Transforms:
+    """Normalisation (every batch) and augmentation (training batches) of one dataset."""
+
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
+        config = dict(config or {})
+        steps = []
+        for step in config.get("train", []):
+            step = dict(step)
+            name = step.pop("name")
+            require(
+                name in TRANSFORMS,
+                f"unknown transform {name!r}; choose one of: {', '.join(TRANSFORMS)}",
+            )
+            try:
+                steps.append(getattr(v2, name)(**step))
+            except (TypeError, ValueError) as exc:
+                raise BenchlibError(f"transform {name}: bad parameters {step} ({exc})") from exc
+        self.augmentation = v2.Compose(steps) if steps else None
+        norm = config.get("normalize")
+        self.normalization = (
+            None if norm is None else v2.Normalize(mean=norm["mean"], std=norm["std"])
+        )
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.normalization is None else self.normalization(x)
+
+    def augment(
+        self, x: torch.Tensor, y: torch.Tensor, seed: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Augment each sample of a float image batch with its own random parameters."""
+        if self.augmentation is None:
+            return x, y
+        is_mask = y.ndim == 3  # segmentation: [B, H, W] masks move with their images
+        images, targets = [], []
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            for i in range(len(x)):
+                if is_mask:
+                    image, mask = self.augmentation(tv_tensors.Image(x[i]), tv_tensors.Mask(y[i]))
+                    targets.append(mask.as_subclass(torch.Tensor))
+                else:
+                    image = self.augmentation(tv_tensors.Image(x[i]))
+                images.append(image.as_subclass(torch.Tensor))
+        return torch.stack(images), torch.stack(targets) if is_mask else y

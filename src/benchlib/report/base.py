@@ -1,0 +1,199 @@
+"""Report kinds: every table and figure the workflow renders is a named report of a registered kind.
+
+A report kind is one module in ``benchlib/report/kinds/`` (plus, for a LaTeX table, its template in
+``benchlib/templates/``) that registers a :class:`ReportKind` subclass on import. A config names
+reports in its ``reports:`` section (``name -> {kind, ...parameters}``); experiments add their
+default reports implicitly (:meth:`ReportKind.implicit`). A table report ``NAME`` is the target
+``tables/NAME.tex``, a figure report ``figures/NAME.pdf`` and ``figures/NAME.png``.
+
+The life of a report:
+
+1. config load: :func:`resolve_reports` checks every entry's parameters against the kind's JSON
+   schema (``params``) and its references against the config (:meth:`ReportKind.spec`), and
+   resolves them into a JSON spec: everything rendering needs, so rendering never reads the config;
+2. Snakemake: the generic rules ``render_table`` / ``render_figure`` take the report's
+   :attr:`Report.inputs` (collected CSVs) as input and pass the spec as a parameter;
+3. ``benchlib report --kind KIND --spec JSON --collected CSV... --out FILE...`` calls
+   :meth:`ReportKind.render`.
+
+This module and the kind modules import no torch and no pandas at import time: Snakemake imports
+them when it parses the workflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import jsonschema
+
+from benchlib.errors import BenchlibError, require
+from benchlib.registry import Registry, import_submodules
+
+if TYPE_CHECKING:
+    from benchlib.config import Config
+
+# kind of output -> the target paths of a report NAME
+OUTPUTS: dict[str, tuple[str, ...]] = {
+    "table": ("tables/{name}.tex",),
+    "figure": ("figures/{name}.pdf", "figures/{name}.png"),
+}
+
+
+class ReportKind:
+    """One kind of table or figure. Subclass it in a module of ``benchlib.report.kinds`` and
+    decorate the subclass with :func:`register_kind`.
+
+    Override :attr:`name`, :attr:`output`, :attr:`params` (JSON-schema properties of the config
+    entry besides ``kind``), :attr:`required`, :meth:`spec` and :meth:`render`; :meth:`inputs`
+    and :meth:`implicit` when the kind reads collected results or is added by experiments.
+    """
+
+    name: ClassVar[str]
+    output: ClassVar[str]  # "table" or "figure"
+    params: ClassVar[dict[str, dict[str, Any]]] = {}
+    required: ClassVar[tuple[str, ...]] = ()
+
+    def implicit(self, config: Config) -> dict[str, dict[str, Any]]:
+        """Reports every config gets without naming them: report name -> parameters."""
+        return {}
+
+    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+        """The JSON-able spec of report ``name`` (raise BenchlibError for a bad reference)."""
+        raise NotImplementedError
+
+    def inputs(self, spec: dict[str, Any]) -> list[str]:
+        """The files the report reads (collected CSVs), in the order :meth:`render` gets them."""
+        return []
+
+    def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
+        """Write the report's output files (atomically) from ``spec`` and ``inputs``."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------------------- helpers
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["kind", *self.required],
+            "properties": {"kind": {"const": self.name}, **self.params},
+        }
+
+
+KINDS: Registry[ReportKind] = Registry(
+    "report kind", loader=import_submodules("benchlib.report.kinds")
+)
+
+
+def register_kind(cls: type[ReportKind]) -> type[ReportKind]:
+    """Class decorator: register one instance of ``cls`` under ``cls.name``."""
+    require(cls.output in OUTPUTS, f"report kind {cls.name}: output must be one of {list(OUTPUTS)}")
+    KINDS.add(cls.name, cls())
+    return cls
+
+
+def get_kind(name: str) -> ReportKind:
+    return KINDS.get(name)
+
+
+@dataclass(frozen=True)
+class Report:
+    """One resolved report of a config."""
+
+    name: str
+    kind: str
+    output: str
+    spec: dict[str, Any]
+    inputs: tuple[str, ...]
+
+    @property
+    def targets(self) -> list[str]:
+        return [pattern.format(name=self.name) for pattern in OUTPUTS[self.output]]
+
+
+def _check_params(name: str, entry: Mapping[str, Any], kind: ReportKind) -> None:
+    validator = jsonschema.Draft202012Validator(kind.schema())
+    errors = sorted(validator.iter_errors(dict(entry)), key=lambda e: list(map(str, e.path)))
+    if errors:
+        error = errors[0]
+        where = ".".join(["reports", name, *map(str, error.absolute_path)])
+        allowed = ", ".join(["kind", *kind.params])
+        raise BenchlibError(
+            f"config error at {where}: {error.message} (report kind {kind.name} takes: {allowed})"
+        )
+
+
+def resolve_reports(config: Config) -> dict[str, Report]:
+    """Every report of ``config``: the kinds' implicit reports of its experiments, then the
+    ``reports:`` entries (an entry with an implicit report's name replaces it)."""
+    named: dict[str, dict[str, Any]] = {}
+    tables_first = sorted(KINDS.items(), key=lambda item: (item[1].output != "table", item[0]))
+    for kind_name, kind in tables_first:
+        for name, params in kind.implicit(config).items():
+            named[name] = {"kind": kind_name, **params}
+    explicit: Mapping[str, Any] = config.raw.get("reports") or {}
+    named.update({name: dict(entry) for name, entry in explicit.items()})
+    reports = {}
+    for name, entry in named.items():
+        try:
+            kind = KINDS.get(str(entry.get("kind")))
+        except BenchlibError as exc:
+            raise BenchlibError(f"config error at reports.{name}.kind: {exc}") from exc
+        _check_params(name, entry, kind)
+        params = {k: v for k, v in entry.items() if k != "kind"}
+        try:
+            spec = kind.spec(name, params, config)
+        except BenchlibError as exc:
+            raise BenchlibError(f"config error at reports.{name}: {exc}") from exc
+        reports[name] = Report(name, kind.name, kind.output, spec, tuple(kind.inputs(spec)))
+    return reports
+
+
+# --------------------------------------------------------------------- helpers for kinds
+def check_experiments(config: Config, experiments: list[str]) -> None:
+    for experiment in experiments:
+        require(
+            experiment in config.experiments,
+            f"experiment {experiment!r} is not defined under experiments; choose one of: "
+            f"{', '.join(config.experiments)}",
+        )
+
+
+def check_malfunctions(config: Config, experiment: str, malfunctions: list[str]) -> None:
+    known = config.experiments[experiment]["malfunctions"]
+    for malfunction in malfunctions:
+        require(
+            malfunction in known,
+            f"experiment {experiment} has no malfunction {malfunction!r}; choose one of: "
+            f"{', '.join(known)}",
+        )
+
+
+def method_rows(config: Config, experiment: str) -> list[list[str]]:
+    """[[method_id, label]] of an experiment's (implemented) methods, in row order."""
+    return [[m, config.method_label(m)] for m in config.experiments[experiment]["methods"]]
+
+
+def experiment_title(config: Config, experiment: str) -> str:
+    return config.experiments[experiment].get("title", experiment)
+
+
+def check_outputs(kind: ReportKind, outputs: list[Path]) -> None:
+    """The output paths match the kind's outputs by suffix (``.tex``; ``.pdf`` and ``.png``)."""
+    expected = [Path(p).suffix for p in OUTPUTS[kind.output]]
+    require(
+        [p.suffix for p in outputs] == expected,
+        f"report kind {kind.name} writes {' and '.join(expected)} files; pass --out with "
+        f"{len(expected)} path(s) ending in {', '.join(expected)} in that order",
+    )
+
+
+def spec_value(spec: dict[str, Any], key: str) -> Any:
+    """``spec[key]`` or a clear error for a hand-written spec that lacks it."""
+    require(
+        key in spec,
+        f"--spec lacks {key!r}; pass the spec the workflow generates (benchlib targets --specs)",
+    )
+    return spec[key]

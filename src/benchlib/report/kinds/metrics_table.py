@@ -1,0 +1,109 @@
+"""Final metrics per method (the worked example of docs/ARCHITECTURE.md, "Adding a table or
+figure kind"): methods as rows, one column per per-client test metric, cells ``mean $\\pm$ std``
+across clients for one (malfunction, k) of an experiment. Config entry::
+
+    reports:
+      mnist5k_metrics_k2:
+        kind: metrics_table
+        experiment: mnist5k
+        malfunction: ana
+        k: 2
+        metrics: [accuracy, f1_macro]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from benchlib import __version__
+from benchlib.errors import require
+from benchlib.report.base import (
+    ReportKind,
+    check_experiments,
+    check_malfunctions,
+    check_outputs,
+    experiment_title,
+    method_rows,
+    register_kind,
+)
+from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
+
+if TYPE_CHECKING:
+    from benchlib.config import Config
+
+
+@register_kind
+class MetricsTable(ReportKind):
+    name = "metrics_table"
+    output = "table"
+    required = ("experiment", "malfunction", "k")
+    params: ClassVar[dict[str, Any]] = {
+        "experiment": {"type": "string"},
+        "malfunction": {"type": "string"},
+        "k": {"type": "integer", "minimum": 0},
+        "metrics": {
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": True,
+            "items": {"type": "string", "pattern": METRIC_PATTERN},
+            "description": "columns, each shown with its default display (default [accuracy])",
+        },
+        "title": {"type": "string"},
+    }
+
+    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+        experiment, malfunction, k = params["experiment"], params["malfunction"], params["k"]
+        check_experiments(config, [experiment])
+        check_malfunctions(config, experiment, [malfunction])
+        exp = config.experiments[experiment]
+        require(k in exp["k"], f"experiment {experiment} has no k={k}; choose one of {exp['k']}")
+        return {
+            "name": name,
+            "experiment": experiment,
+            "malfunction": malfunction,
+            "k": k,
+            "metrics": params.get("metrics", ["accuracy"]),
+            "methods": method_rows(config, experiment),
+            "clients": config.datasets[exp["dataset"]]["clients"],
+            "title": params.get("title", experiment_title(config, experiment)),
+        }
+
+    def inputs(self, spec: dict[str, Any]) -> list[str]:
+        return [f"results/collected/{spec['experiment']}/{spec['malfunction']}.csv"]
+
+    def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
+        import pandas as pd
+
+        from benchlib.io import write_text_atomic
+        from benchlib.report.latex import render_template
+        from benchlib.report.stats import check_metric, summarise, table_rows
+
+        check_outputs(self, outputs)
+        rows = table_rows(pd.read_csv(inputs[0]), spec["experiment"], spec["malfunction"])
+        rows = rows[rows["k"] == spec["k"]]
+        require(not rows.empty, f"table {spec['name']}: no collected results at k={spec['k']}")
+        displays = [MetricDisplay.resolve(metric) for metric in spec["metrics"]]
+        body = []
+        for method_id, label in spec["methods"]:
+            cells = []
+            for display in displays:
+                check_metric(rows, display.metric, f"table {spec['name']}")
+                stats = summarise(rows[rows["method_id"] == method_id], metric=display.metric)
+                require(len(stats) == 1, f"table {spec['name']}: no results for {method_id}")
+                cells.append(display.mean_std(stats["mean"].iloc[0], stats["std"].iloc[0]))
+            body.append({"label": label, "cells": cells})
+        columns = [{"label": d.label, "percent": d.percent} for d in displays]
+        text = render_template(
+            "metrics_table.tex.j2",
+            version=__version__,
+            name=spec["name"],
+            experiment=spec["experiment"],
+            malfunction=spec["malfunction"],
+            k=spec["k"],
+            title=spec["title"],
+            num_clients=spec["clients"],
+            columns=columns,
+            rows=body,
+        )
+        write_text_atomic(outputs[0], text)

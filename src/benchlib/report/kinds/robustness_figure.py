@@ -1,0 +1,214 @@
+"""Robustness figure (LIGHTYEAR Figures 3, 4 and 7): the mean client test metric vs. the number of
+malfunctioning clients k, one line per method, one panel per malfunction and one row of panels per
+experiment; optionally a +-1 std band across clients.
+
+Every experiment yields one, named ``<experiment>_robustness``. Config entry::
+
+    reports:
+      lightyear_fig7: {kind: robustness_figure, experiments: [femnist, camelyon17],
+                       malfunctions: [dynamic], std: true}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from benchlib.errors import require
+from benchlib.report.base import (
+    ReportKind,
+    check_experiments,
+    check_malfunctions,
+    check_outputs,
+    experiment_title,
+    method_rows,
+    register_kind,
+    spec_value,
+)
+from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from benchlib.config import Config
+
+NAMES = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}}
+
+
+def robustness_frame(
+    collected: pd.DataFrame, panels: list[dict[str, Any]], display: MetricDisplay
+) -> pd.DataFrame:
+    """Long frame (experiment title, malfunction, method label, k, value, std) for plotting.
+
+    ``panels``: [{experiment, title, malfunctions, methods: [[id, label]]}], in row order.
+    """
+    import pandas as pd
+
+    from benchlib.report.stats import check_metric, summarise, table_rows
+
+    check_metric(collected, display.metric, "figure")
+    parts = []
+    for panel in panels:
+        labels = dict(tuple(m) for m in panel["methods"])
+        for malfunction in panel["malfunctions"]:
+            stats = summarise(
+                table_rows(collected, panel["experiment"], malfunction), metric=display.metric
+            )
+            stats = stats[stats["method_id"].isin(labels)]
+            parts.append(
+                stats.assign(
+                    experiment=panel["title"],
+                    malfunction=malfunction.upper(),
+                    method=stats["method_id"].map(labels),
+                    value=display.scale(stats["mean"]),
+                    spread=display.scale(stats["std"]),
+                )
+            )
+    frame = pd.concat(parts, ignore_index=True)
+    experiments = ", ".join(p["experiment"] for p in panels)
+    require(not frame.empty, f"no collected results for experiment {experiments}")
+    return frame
+
+
+def plot_robustness(
+    frame: pd.DataFrame,
+    title: str,
+    pdf: Path,
+    png: Path,
+    display: MetricDisplay | None = None,
+    std: bool = False,
+    order: list[str] | None = None,
+) -> None:
+    """Draw the figure and write PDF and PNG atomically; ``order``: method labels, legend order."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    from matplotlib.ticker import MaxNLocator
+
+    from benchlib.io import write_with_atomic
+
+    display = display or MetricDisplay.resolve()
+    sns.set_theme(style="whitegrid", context="paper")
+    present = set(frame["method"])
+    order = [m for m in dict.fromkeys([*(order or []), *frame["method"]]) if m in present]
+    palette = dict(zip(order, sns.color_palette(n_colors=len(order)), strict=True))
+    rows = frame["experiment"].nunique() > 1
+    facets = {"row": "experiment", "col": "malfunction"} if rows else {"col": "malfunction"}
+    if not rows:
+        facets["col_wrap"] = min(4, frame["malfunction"].nunique())
+    grid = sns.relplot(
+        data=frame,
+        x="k",
+        y="value",
+        hue="method",
+        hue_order=order,
+        palette=palette,
+        style="method",
+        style_order=order,
+        kind="line",
+        markers=True,
+        dashes=False,
+        height=2.6,
+        aspect=1.1,
+        **facets,
+    )
+    if std:
+        for key, ax in grid.axes_dict.items():
+            experiment, malfunction = key if rows else (None, key)
+            panel = frame[frame["malfunction"] == malfunction]
+            if rows:
+                panel = panel[panel["experiment"] == experiment]
+            for method, line in panel.sort_values("k").groupby("method", sort=False):
+                low, high = line["value"] - line["spread"], line["value"] + line["spread"]
+                ax.fill_between(line["k"], low, high, color=palette[method], alpha=0.15, lw=0)
+    for ax in grid.axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    grid.set_axis_labels("malfunctioning clients", display.axis_label)
+    grid.set_titles("{row_name} -- {col_name}" if rows else "{col_name}")
+    if display.percent:
+        grid.set(ylim=(0, 100))
+    grid.figure.suptitle(title, y=1.03)
+    write_with_atomic(
+        pdf,
+        lambda tmp: grid.figure.savefig(
+            tmp, format="pdf", bbox_inches="tight", metadata={"CreationDate": None}
+        ),
+    )
+    write_with_atomic(
+        png, lambda tmp: grid.figure.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
+    )
+    plt.close(grid.figure)
+
+
+@register_kind
+class RobustnessFigure(ReportKind):
+    name = "robustness_figure"
+    output = "figure"
+    required = ("experiments",)
+    params: ClassVar[dict[str, Any]] = {
+        "experiments": {**NAMES, "description": "one row of panels each, in this order"},
+        "malfunctions": {**NAMES, "description": "panels (default: each experiment's own)"},
+        "title": {"type": "string", "description": "default: the experiments' titles"},
+        "std": {"type": "boolean", "description": "draw a +-1 std band across clients"},
+        **METRIC_PARAMS,
+    }
+
+    def implicit(self, config: Config) -> dict[str, dict[str, Any]]:
+        return {f"{e}_robustness": {"experiments": [e]} for e in config.experiments}
+
+    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+        experiments = params["experiments"]
+        check_experiments(config, experiments)
+        panels = []
+        for experiment in experiments:
+            malfunctions = params.get(
+                "malfunctions", config.experiments[experiment]["malfunctions"]
+            )
+            check_malfunctions(config, experiment, malfunctions)
+            panels.append(
+                {
+                    "experiment": experiment,
+                    "title": experiment_title(config, experiment),
+                    "malfunctions": list(malfunctions),
+                    "methods": method_rows(config, experiment),
+                }
+            )
+        title = params.get("title", ", ".join(p["title"] for p in panels))
+        return {
+            "name": name,
+            "panels": panels,
+            "title": title,
+            "std": params.get("std", False),
+            **metric_display(params).as_spec(),
+        }
+
+    def inputs(self, spec: dict[str, Any]) -> list[str]:
+        return [
+            f"results/collected/{panel['experiment']}/{malfunction}.csv"
+            for panel in spec["panels"]
+            for malfunction in panel["malfunctions"]
+        ]
+
+    def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
+        import pandas as pd
+
+        check_outputs(self, outputs)
+        require(bool(inputs), "robustness_figure reads collected CSVs; pass --collected CSV...")
+        # per-malfunction CSVs share the k = 0 rows: keep each row once
+        collected = pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True)
+        collected = collected.drop_duplicates(ignore_index=True)
+        display = MetricDisplay.from_spec(spec)
+        panels = spec_value(spec, "panels")
+        frame = robustness_frame(collected, panels, display)
+        order = [label for panel in panels for _, label in panel["methods"]]
+        plot_robustness(
+            frame,
+            spec_value(spec, "title"),
+            outputs[0],
+            outputs[1],
+            display,
+            spec.get("std", False),
+            order,
+        )

@@ -1,0 +1,154 @@
+"""LIGHTYEAR-style robustness table (paper Tables 2-21): methods as rows, number of malfunctioning
+clients k as columns, cells ``mean $\\pm$ std`` across clients of one per-client test metric
+(default accuracy, in percent).
+
+Every experiment yields one per malfunction, named ``<experiment>_<malfunction>``. Config entry::
+
+    reports:
+      ultrasound_ana: {kind: robustness_table, experiment: ultrasound, malfunction: ana,
+                       metric: dice}
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from benchlib import __version__
+from benchlib.errors import require
+from benchlib.report.base import (
+    ReportKind,
+    check_experiments,
+    check_malfunctions,
+    check_outputs,
+    experiment_title,
+    method_rows,
+    register_kind,
+    spec_value,
+)
+from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from benchlib.config import Config
+
+LOG = logging.getLogger("benchlib")
+
+
+def render_table(
+    collected: pd.DataFrame,
+    experiment: str,
+    malfunction: str,
+    methods: list[tuple[str, str]],
+    ks: list[int],
+    title: str,
+    num_clients: int,
+    note: str = "",
+    display: MetricDisplay | None = None,
+    name: str | None = None,
+) -> str:
+    """The LaTeX source of one table. ``methods`` is [(method_id, label)] in row order."""
+    from benchlib.report.latex import render_template
+    from benchlib.report.stats import check_metric, summarise, table_rows
+
+    display = display or MetricDisplay.resolve()
+    name = name or f"{experiment}_{malfunction}"
+    rows = table_rows(collected, experiment, malfunction)
+    require(not rows.empty, f"no collected results for {experiment}/{malfunction}")
+    check_metric(rows, display.metric, f"table {name}")
+    stats = summarise(rows, metric=display.metric).set_index(["method_id", "k"])
+    body = []
+    for method_id, label in methods:
+        if not any((method_id, k) in stats.index for k in ks):
+            LOG.warning("table %s: no results for method %s; row left out", name, method_id)
+            continue
+        cells = []
+        for k in ks:
+            require(
+                (method_id, k) in stats.index,
+                f"table {name}: missing result for method {method_id}, k={k}",
+            )
+            cells.append(
+                display.mean_std(stats.at[(method_id, k), "mean"], stats.at[(method_id, k), "std"])
+            )
+        body.append({"label": label, "cells": cells})
+    seeds = sorted(rows["seed"].unique().tolist())
+    return render_template(
+        "robustness_table.tex.j2",
+        version=__version__,
+        name=name,
+        experiment=experiment,
+        malfunction=malfunction,
+        title=title,
+        ks=ks,
+        rows=body,
+        num_clients=num_clients,
+        seeds=seeds,
+        note=note,
+        metric_label=display.label,
+        percent=display.percent,
+    )
+
+
+@register_kind
+class RobustnessTable(ReportKind):
+    name = "robustness_table"
+    output = "table"
+    required = ("experiment", "malfunction")
+    params: ClassVar[dict[str, Any]] = {
+        "experiment": {"type": "string"},
+        "malfunction": {"type": "string"},
+        "title": {"type": "string", "description": "default: '<experiment title> -- <MALF>'"},
+        **METRIC_PARAMS,
+    }
+
+    def implicit(self, config: Config) -> dict[str, dict[str, Any]]:
+        return {
+            f"{e}_{m}": {"experiment": e, "malfunction": m}
+            for e, exp in config.experiments.items()
+            for m in exp["malfunctions"]
+        }
+
+    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+        experiment, malfunction = params["experiment"], params["malfunction"]
+        check_experiments(config, [experiment])
+        check_malfunctions(config, experiment, [malfunction])
+        exp = config.experiments[experiment]
+        title = f"{experiment_title(config, experiment)} -- {malfunction.upper()}"
+        return {
+            "name": name,
+            "experiment": experiment,
+            "malfunction": malfunction,
+            "methods": method_rows(config, experiment),
+            "k": exp["k"],
+            "title": params.get("title", title),
+            "clients": config.datasets[exp["dataset"]]["clients"],
+            "note": exp.get("caption_note", ""),
+            **metric_display(params).as_spec(),
+        }
+
+    def inputs(self, spec: dict[str, Any]) -> list[str]:
+        return [f"results/collected/{spec['experiment']}/{spec['malfunction']}.csv"]
+
+    def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
+        import pandas as pd
+
+        from benchlib.io import write_text_atomic
+
+        check_outputs(self, outputs)
+        require(len(inputs) == 1, "robustness_table reads one collected CSV; pass --collected CSV")
+        text = render_table(
+            pd.read_csv(inputs[0]),
+            spec_value(spec, "experiment"),
+            spec_value(spec, "malfunction"),
+            [tuple(m) for m in spec_value(spec, "methods")],
+            spec_value(spec, "k"),
+            spec_value(spec, "title"),
+            spec_value(spec, "clients"),
+            spec.get("note", ""),
+            MetricDisplay.from_spec(spec),
+            spec.get("name"),
+        )
+        write_text_atomic(outputs[0], text)

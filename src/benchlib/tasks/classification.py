@@ -1,0 +1,83 @@
+"""Classification: one class id per sample; cross entropy or weighted focal loss."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+import torch
+import torchmetrics.functional.classification as tmc
+from monai.losses import FocalLoss
+from torch import nn
+
+from benchlib.metrics import accuracy, finite_rows
+from benchlib.tasks.base import PeerScoring, Task, register_task
+
+
+class WeightedFocalLoss(nn.Module):
+    """Softmax focal loss (Lin et al. 2017) with per-class ``alpha`` (MONAI's FocalLoss)."""
+
+    def __init__(self, gamma: float = 2.0, alpha: Sequence[float] | None = None) -> None:
+        super().__init__()
+        self.loss = FocalLoss(
+            to_onehot_y=True,
+            use_softmax=True,
+            gamma=float(gamma),
+            alpha=None if alpha is None else [float(a) for a in alpha],
+        )
+
+    def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.loss(logits, labels[:, None])
+
+
+def safe_predictions(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """argmax per row; a row with a non-finite score becomes a wrong class."""
+    num_classes = logits.shape[1]
+    wrong = (labels + 1) % num_classes
+    return torch.where(finite_rows(logits), logits.argmax(dim=1), wrong)
+
+
+def safe_probabilities(logits: torch.Tensor) -> torch.Tensor:
+    """Softmax per row; a row with a non-finite score becomes the uniform distribution."""
+    probs = torch.softmax(logits.double(), dim=1)
+    uniform = torch.full_like(probs, 1.0 / logits.shape[1])
+    return torch.where(finite_rows(logits)[:, None], probs, uniform).float()
+
+
+@register_task
+class Classification(Task):
+    name = "classification"
+    losses: ClassVar[dict[str, Callable[..., nn.Module]]] = {
+        "cross_entropy": nn.CrossEntropyLoss,
+        "focal": WeightedFocalLoss,
+    }
+
+    def scorers(
+        self, outputs: torch.Tensor, targets: torch.Tensor
+    ) -> dict[str, Callable[[], float]]:
+        common = {"num_classes": outputs.shape[1], "average": "macro"}
+
+        def macro(metric: Callable[..., torch.Tensor]) -> Callable[[], float]:
+            return lambda: float(metric(safe_predictions(outputs, targets), targets, **common))
+
+        return {
+            "accuracy": lambda: accuracy(outputs, targets),  # exact count ratio in float64
+            "balanced_accuracy": macro(tmc.multiclass_recall),
+            "precision_macro": macro(tmc.multiclass_precision),
+            "recall_macro": macro(tmc.multiclass_recall),
+            "f1_macro": macro(tmc.multiclass_f1_score),
+            "roc_auc": lambda: self._roc_auc(outputs, targets),
+        }
+
+    @staticmethod
+    def _roc_auc(logits: torch.Tensor, labels: torch.Tensor) -> float:
+        """Macro one-vs-rest ROC-AUC; undefined (NaN) when the labels hold a single class."""
+        if labels.unique().numel() < 2:
+            return float("nan")
+        probs = safe_probabilities(logits)
+        if probs.shape[1] == 2:
+            return float(tmc.binary_auroc(probs[:, 1], labels))
+        return float(tmc.multiclass_auroc(probs, labels, num_classes=probs.shape[1]))
+
+    def peer_view(self, outputs: torch.Tensor, targets: torch.Tensor) -> PeerScoring:
+        return PeerScoring(logits=outputs, labels=targets)

@@ -1,0 +1,30 @@
+"""Regression on tabular rows: float features in, float targets out; MSE."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torchmetrics.functional as tmf
+from torch import nn
+
+from benchlib.tasks.base import Task, register_task
+
+
+@register_task
+class Regression(Task):
+    name = "regression"
+    target_kind = "targets"
+    target_dtype = np.float32
+    losses: ClassVar[dict[str, Callable[..., nn.Module]]] = {"mse": nn.MSELoss, "l1": nn.L1Loss}
+
+    def scorers(
+        self, outputs: torch.Tensor, targets: torch.Tensor
+    ) -> dict[str, Callable[[], float]]:
+        outputs, targets = outputs.double(), targets.double()
+        return {
+            "mse": lambda: float(tmf.mean_squared_error(outputs, targets)),
+            "mae": lambda: float(tmf.mean_absolute_error(outputs, targets)),
+        }

@@ -1,0 +1,1 @@
+"""Worked examples quoted in docs/ARCHITECTURE.md; tests/test_worked_examples.py runs them."""

@@ -1,0 +1,21 @@
+"""A new star method in one module: the coordinate-wise median of the received models."""
+
+import torch
+
+from benchlib.methods.base import StarMethod, StarRound, register_method
+
+
+@register_method
+class CoordinateMedian(StarMethod):
+    name = "coordinate_median"
+    description = "star; coordinate-wise median of the received models"
+
+    def __init__(self, trim: int = 0) -> None:
+        self.trim = int(trim)  # drop this many largest and smallest values per coordinate
+
+    def aggregate(
+        self, global_vector: torch.Tensor, received: torch.Tensor, info: StarRound
+    ) -> torch.Tensor:
+        ordered = received.sort(dim=0).values
+        kept = ordered[self.trim : len(ordered) - self.trim]
+        return kept.median(dim=0).values

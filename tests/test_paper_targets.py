@@ -1,0 +1,193 @@
+"""Paper targets without --configfile: the default config is config/paper/*.yaml merged (conflicting
+ids are one error naming both files), one function owns the target list (rule all and `benchlib
+targets` agree), paper tables resolve by name, and standalone configs never inherit paper grids."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, benchlib_exe, tool_env
+
+from benchlib import __version__
+from benchlib.config import Config, load_config_file
+from benchlib.errors import BenchlibError
+from benchlib.paper_configs import load_paper_config, load_raw_config, merge_configs
+from benchlib.targets import all_targets
+
+PAPER = REPO / "config" / "paper"
+
+
+def snakemake(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile"):
+    return subprocess.run(
+        ["snakemake", "-s", str(snakefile), "-d", str(workdir), *args],
+        capture_output=True,
+        text=True,
+        env=tool_env(),
+        timeout=600,
+    )
+
+
+# ------------------------------------------------------------------------------------ merging
+def part(**sections) -> dict:
+    return {"datasets": {}, "methods": {}, "experiments": {}, **sections}
+
+
+def test_merge_is_a_union_of_ids():
+    a = part(description="A", methods={"fedavg": {"label": "FedAvg"}}, reports={"t": {"kind": "x"}})
+    b = part(description="B", methods={"fedavg": {"label": "FedAvg"}, "tfl": {"label": "TFL"}})
+    merged = merge_configs([("a.yaml", a), ("b.yaml", b)])
+    assert merged == {
+        "description": "A; B",
+        "datasets": {},
+        "methods": {"fedavg": {"label": "FedAvg"}, "tfl": {"label": "TFL"}},
+        "experiments": {},
+        "reports": {"t": {"kind": "x"}},
+    }
+
+
+@pytest.mark.parametrize("section", ["datasets", "methods", "experiments", "reports"])
+def test_merge_rejects_conflicting_definitions(section):
+    a = part(**{section: {"same": {"label": "one"}}})
+    b = part(**{section: {"same": {"label": "two"}}})
+    c = part()
+    with pytest.raises(BenchlibError) as info:
+        merge_configs([("config/paper/a.yaml", a), ("config/paper/c.yaml", c),
+                       ("config/paper/b.yaml", b)])  # fmt: skip
+    assert str(info.value) == (
+        f"config/paper/a.yaml and config/paper/b.yaml both define {section}.same, differently; "
+        "give one of them another id or make both definitions equal"
+    )
+
+
+def test_paper_folder_errors(tmp_path):
+    with pytest.raises(BenchlibError, match=r"paper config folder .* not found"):
+        load_paper_config(tmp_path / "missing")
+    with pytest.raises(BenchlibError, match=r"has no \*.yaml file"):
+        load_paper_config(tmp_path)
+
+
+# ------------------------------------------------------------------------ the default config
+LIGHTYEAR_TARGETS = [
+    "tables/femnist_ana.tex",
+    "tables/femnist_sfa.tex",
+    "tables/femnist_random.tex",
+    "tables/femnist_dynamic.tex",
+    "figures/femnist_robustness.pdf",
+    "figures/femnist_robustness.png",
+    "tables/training_details.tex",
+    "figures/lightyear_fig3.pdf",
+    "figures/lightyear_fig3.png",
+    "figures/lightyear_fig7.pdf",
+    "figures/lightyear_fig7.png",
+]
+
+
+def default_targets() -> list[str]:
+    return all_targets(Config(load_paper_config(PAPER)))
+
+
+def test_default_config_targets(monkeypatch):
+    assert "lightyear.yaml" in [p.name for p in PAPER.glob("*.yaml")]
+    lightyear = Config(load_config_file(PAPER / "lightyear.yaml"))  # standalone
+    assert all_targets(lightyear) == LIGHTYEAR_TARGETS
+    assert set(LIGHTYEAR_TARGETS) <= set(default_targets())
+    assert lightyear.reports["training_details"].spec["datasets"][0]["label"] == "FEMNIST"
+    fig7 = lightyear.reports["lightyear_fig7"]
+    assert fig7.inputs == ("results/collected/femnist/dynamic.csv",)
+    assert fig7.spec["std"] is True
+    monkeypatch.chdir(REPO)
+    assert load_raw_config(None) == load_raw_config(PAPER) == load_paper_config(PAPER)
+
+
+def test_benchlib_targets_prints_the_target_list():
+    result = subprocess.run(
+        [benchlib_exe(), "-q", "targets"], capture_output=True, text=True, env=tool_env(), cwd=REPO
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == default_targets()
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_paper_tables_resolve_without_configfile(tmp_path):
+    result = snakemake(
+        tmp_path, "-n", "tables/femnist_ana.tex", "tables/training_details.tex",
+        "figures/lightyear_fig3.pdf",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, flags=re.M))
+    assert stats["render_table"] == "2" and stats["render_figure"] == "1"
+    assert stats["collect_table_results"] == "3"  # femnist ana, sfa, random
+    assert not (tmp_path / "results").exists()
+
+
+def rule_all_inputs(output: str) -> list[str]:
+    match = re.search(r"^(?:local)?rule all:\n\s+input: (.*)$", output, flags=re.M)
+    assert match, output[-2000:]
+    return match.group(1).split(", ")
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_rule_all_is_the_target_list(tmp_path):
+    default = snakemake(tmp_path / "paper", "-n")
+    assert default.returncode == 0, default.stderr[-3000:]
+    assert sorted(rule_all_inputs(default.stdout)) == sorted(default_targets())
+    smoke = REPO / "config" / "smoke.yaml"
+    result = snakemake(tmp_path / "smoke", "-n", "--configfile", str(smoke))
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = all_targets(Config(load_config_file(smoke)))
+    assert sorted(rule_all_inputs(result.stdout)) == sorted(expected)
+    assert not any("femnist" in target for target in rule_all_inputs(result.stdout))
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_standalone_configs_never_inherit_paper_grids(tmp_path):
+    result = snakemake(
+        tmp_path,
+        "-n",
+        "tables/femnist_ana.tex",
+        "--configfile",
+        str(REPO / "config" / "smoke.yaml"),
+    )
+    assert result.returncode != 0
+    assert "No rule to produce tables/femnist_ana.tex" in result.stdout + result.stderr
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_conflicting_paper_files_stop_the_workflow_with_one_error(tmp_path):
+    shutil.copy(REPO / "Snakefile", tmp_path / "Snakefile")
+    shutil.copytree(REPO / "workflow", tmp_path / "workflow")
+    (tmp_path / "config" / "paper").mkdir(parents=True)
+    lightyear = load_config_file(PAPER / "lightyear.yaml")
+    other = copy.deepcopy(lightyear)
+    other.pop("reports", None)
+    other["methods"]["fedavg"]["label"] = "FedAvg (other paper)"
+    for name, raw in (("lightyear", lightyear), ("other", other)):
+        (tmp_path / "config" / "paper" / f"{name}.yaml").write_text(yaml.safe_dump(raw))
+    result = snakemake(tmp_path / "work", "-n", snakefile=tmp_path / "Snakefile")
+    assert result.returncode == 1
+    paper = tmp_path / "config" / "paper"
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {paper}/lightyear.yaml and {paper}/other.yaml both define methods.fedavg, "
+        "differently; give one of them another id or make both definitions equal"
+    )
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_training_details_renders_from_the_default_config(tmp_path):
+    """Paper Table 1 needs no training: snakemake renders it from the default config alone."""
+    result = snakemake(tmp_path, "--cores", "1", "tables/training_details.tex")
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = (tmp_path / "tables" / "training_details.tex").read_text()
+    golden = (REPO / "tests" / "golden" / "training_details.tex").read_text()
+    assert text.replace(f"benchlib {__version__} ", "benchlib VERSION ") == golden
