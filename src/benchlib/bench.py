@@ -46,7 +46,7 @@ from benchlib.data.store import INDEX_FILE, MANIFEST_FILE, PIXELS_FILE, load_sto
 from benchlib.errors import require
 from benchlib.fl.engine import Cell
 from benchlib.fl.optim import build_optimizer
-from benchlib.io import sha256_file, write_json_atomic
+from benchlib.io import atomic_directory, sha256_file, write_json_atomic
 from benchlib.seeding import numpy_rng
 
 Print = Callable[[str], None]
@@ -293,10 +293,7 @@ def write_synthetic_store(
         out(f"reusing the store in {out_dir}")
         return out_dir
     labels = numpy_rng(seed, "bench/labels").integers(0, STREAM_CLASSES, rows)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    tmp.chmod(0o755)
-    try:
+    with atomic_directory(out_dir) as tmp:
         index = pd.DataFrame(
             {
                 "sample_id": [f"s{i:09d}" for i in range(rows)],
@@ -353,12 +350,6 @@ def write_synthetic_store(
             "synthetic": params,
         }
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return out_dir
 
 

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,27 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield a fresh sibling directory of ``path``; on success it replaces ``path`` (rename).
+
+    On any exception the temporary directory is removed and ``path`` is left untouched. The
+    directory is world-readable (mkdtemp makes 0700; stores are shared read-only data).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    tmp.chmod(0o755)
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        tmp.rename(path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:

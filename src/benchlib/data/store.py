@@ -22,8 +22,6 @@ came from.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.errors import BenchlibError, require
-from benchlib.io import sha256_file, write_json_atomic
+from benchlib.io import atomic_directory, sha256_file, write_json_atomic
 
 INDEX_FILE = "index.csv"
 PIXELS_FILE = "pixels.npy"
@@ -137,10 +135,7 @@ def write_store(
         bool(((labels >= 0) & (labels < num_classes)).all()),
         f"labels outside 0..{num_classes - 1} in dataset {dataset}",
     )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    tmp.chmod(0o755)  # mkdtemp makes 0700; stores are shared read-only data
-    try:
+    with atomic_directory(out_dir) as tmp:
         columns = INDEX_COLUMNS + [c for c in OPTIONAL_INDEX_COLUMNS if c in index]
         index[columns].to_csv(tmp / INDEX_FILE, index=False)
         files = [INDEX_FILE]
@@ -160,12 +155,6 @@ def write_store(
             **(extra or {}),
         }
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
 
 
 def load_store(store_dir: str | Path, *, verify: str = "quick") -> PreparedData:

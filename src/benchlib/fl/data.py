@@ -12,6 +12,7 @@ are identical in both modes.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -50,6 +51,18 @@ def client_rows(data: PreparedData, split: pd.DataFrame, clients: int) -> list[C
             rows[subset] = row_of.loc[ids.to_numpy()].to_numpy().astype(np.int64)
         result.append(ClientData(rows))
     return result
+
+
+def advise_random_access(array: np.ndarray) -> None:
+    """Tell the kernel a memory-mapped array is read at random rows.
+
+    With the default readahead (8 MB on the machines measured), every page fault on a row pulled
+    in megabytes around it: a streamed epoch read the whole 8.6 GB store to use 354 MB of rows.
+    ``MADV_RANDOM`` makes a fault read only the pages of the rows touched.
+    """
+    mapping = getattr(array, "_mmap", None)
+    if mapping is not None and hasattr(mmap, "MADV_RANDOM"):
+        mapping.madvise(mmap.MADV_RANDOM)
 
 
 def _to_float_inputs(raw: torch.Tensor) -> torch.Tensor:
@@ -95,6 +108,9 @@ class BatchSource:
             self._targets = task.to_target(targets[needed]).to(self.device)
             finite = self._inputs.dtype == torch.uint8 or bool(torch.isfinite(self._inputs).all())
             require(finite, "the cell's input data hold NaN/Inf; prepare the dataset again")
+        else:
+            advise_random_access(inputs)
+            advise_random_access(targets)
 
     @classmethod
     def of_store(
