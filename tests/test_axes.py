@@ -89,3 +89,20 @@ def test_a_variant_table_resolves_in_the_dag(tmp_path):
     assert "results/splits/mnist5k__clients_3.csv" in out
     assert "results/data/mnist5k/manifest.json" in out
     assert "results/data/mnist5k__clients_3" not in out  # no second store
+
+
+def test_axis_values_reach_the_cell_summary_and_the_collected_csv(tmp_path):
+    import json
+
+    from benchlib.report.collect import collect
+    from benchlib.spec import CellSpec
+
+    config = Config(with_axes({"ana.scale": [1.5]}))
+    spec = CellSpec.from_dict(config.cell_spec(Cell("smoke__ana_scale_1p5", "ana", "fedavg", 1, 0)))
+    assert spec.summary()["axis_ana_scale"] == 1.5
+    client = {"client": 0, "malicious": True, "test_accuracy": 0.5, "n_train": 1, "n_val": 1}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps({"cell": spec.summary(), "clients": [{**client, "n_test": 1}]}))
+    frame = collect([path])
+    assert frame["axis_ana_scale"].tolist() == [1.5]
+    assert list(frame.columns).index("axis_ana_scale") < list(frame.columns).index("test_accuracy")

@@ -69,6 +69,12 @@ class CellSpec:
         return dataclasses.asdict(self)
 
     def summary(self) -> dict[str, Any]:
-        """The keys that identify the cell in metrics.json and collected CSVs."""
+        """The keys that identify the cell in metrics.json and collected CSVs (plus one
+        ``axis_<name>`` per scalar grid-axis value of a variant experiment)."""
         keys = ("experiment", "dataset", "method_id", "method", "malfunction", "k", "seed")
-        return {key: getattr(self, key) for key in keys}
+        axes = {
+            f"axis_{name.replace('.', '_')}": value
+            for name, value in self.axes.items()
+            if isinstance(value, int | float | str)
+        }
+        return {**{key: getattr(self, key) for key in keys}, **axes}

@@ -27,15 +27,16 @@ ID_COLUMNS = [
 ]
 SIZE_COLUMNS = ["n_train", "n_val", "n_test"]
 METRIC_PREFIX = "test_"
+AXIS_PREFIX = "axis_"  # grid-axis values of a variant experiment's cells (benchlib.axes)
 
 
-def metric_columns(rows: list[dict]) -> list[str]:
-    """The sorted ``test_*`` keys with scalar values found in any row."""
+def metric_columns(rows: list[dict], prefix: str = METRIC_PREFIX) -> list[str]:
+    """The sorted ``<prefix>*`` keys with scalar values found in any row."""
     found = {
         key
         for row in rows
         for key, value in row.items()
-        if key.startswith(METRIC_PREFIX) and (value is None or isinstance(value, int | float))
+        if key.startswith(prefix) and (value is None or isinstance(value, int | float | str))
     }
     return sorted(found)
 
@@ -54,7 +55,13 @@ def metrics_rows(path: Path) -> list[dict]:
 def collect(paths: list[Path]) -> pd.DataFrame:
     """A tidy frame of all clients of all given cells, sorted for stable output."""
     rows = [row for path in sorted(paths) for row in metrics_rows(path)]
-    frame = pd.DataFrame(rows, columns=[*ID_COLUMNS, *metric_columns(rows), *SIZE_COLUMNS])
+    columns = [
+        *ID_COLUMNS,
+        *metric_columns(rows, AXIS_PREFIX),
+        *metric_columns(rows),
+        *SIZE_COLUMNS,
+    ]
+    frame = pd.DataFrame(rows, columns=columns)
     return frame.sort_values(["experiment", "malfunction", "method_id", "k", "seed", "client"])
 
 
