@@ -196,7 +196,7 @@ class Cell:
             Transforms(self.spec.transforms),
             mode=str(self.training.get("data_mode", "auto")),
         )
-        self.num_outputs = self._num_outputs(data)
+        self.num_outputs = self.task.num_outputs(data.arrays, data.num_classes)
         self.input_shape = self._input_shape(tuple(data.inputs.shape))
         self.loss_fn = self.task.build_loss(
             self.training.get("loss"), self.training.get("loss_params")
@@ -223,11 +223,6 @@ class Cell:
         self.start_round = 0
 
     # --------------------------------------------------------------------------- set-up
-    def _num_outputs(self, data: Any) -> int:
-        if self.task.name == "regression":
-            return int(data.arrays["targets"].shape[1])
-        return data.num_classes
-
     @staticmethod
     def _input_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
         if len(shape) == 2:  # tabular rows

@@ -63,6 +63,10 @@ class Task:
             return labels.astype(self.target_dtype)
         return arrays[self.target_kind]
 
+    def num_outputs(self, arrays: dict[str, np.ndarray], num_classes: int) -> int:
+        """How many outputs a model of this task needs (default: one score per class)."""
+        return num_classes
+
     def to_target(self, batch: np.ndarray) -> torch.Tensor:
         """Targets of some rows (numpy) as the tensor the loss and metrics take."""
         return torch.from_numpy(np.asarray(batch, dtype=self.target_dtype))

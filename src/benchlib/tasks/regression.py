@@ -20,6 +20,9 @@ class Regression(Task):
     target_dtype = np.float32
     losses: ClassVar[dict[str, Callable[..., nn.Module]]] = {"mse": nn.MSELoss, "l1": nn.L1Loss}
 
+    def num_outputs(self, arrays: dict[str, np.ndarray], num_classes: int) -> int:
+        return int(arrays["targets"].shape[1])  # one output per target column
+
     def scorers(
         self, outputs: torch.Tensor, targets: torch.Tensor
     ) -> dict[str, Callable[[], float]]:
