@@ -4,17 +4,22 @@
 
 import math
 
+RESIDENT_LIMIT_MB = 2 * 1024**3 / 1e6  # benchlib.fl.data.RESIDENT_LIMIT_BYTES
+
 
 def cell_data_mb(input):
-    """Size of the cell's prepared pixels in MB (uint8), from the store manifest."""
+    """Size of the prepared inputs in MB (uint8 images, float32 rows), from the store manifest."""
     with open(input.store) as handle:
         manifest = json.load(handle)
-    return manifest["num_samples"] * math.prod(manifest["image_shape"]) / 1e6
+    itemsize = 4 if "features" in manifest.get("arrays", []) else 1
+    return manifest["num_samples"] * math.prod(manifest["image_shape"]) * itemsize / 1e6
 
 
 def get_cell_mem_mb(wildcards, input, attempt):
-    """Host memory: float32 client data (4x the pixels, host and staging copy) plus 2 GB."""
-    return attempt * (2000 + math.ceil(8 * cell_data_mb(input)))
+    """Host memory: 2 GB plus twice the data kept resident (a copy and its staging copy);
+    cells stream stores above the resident limit batch by batch, so that bounds the need.
+    """
+    return attempt * (2000 + math.ceil(2 * min(cell_data_mb(input), RESIDENT_LIMIT_MB)))
 
 
 def get_cell_runtime(wildcards, input, attempt):
