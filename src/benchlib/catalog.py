@@ -203,11 +203,6 @@ def check_params(what: str, schema: dict[str, dict[str, Any]], params: dict[str,
         raise BenchlibError(f"{what}: {where}: {errors[0].message}")
 
 
-def method_entry(name: str) -> MethodEntry:
-    """The catalog entry of a method (clear error for unknown names)."""
-    return METHODS.get(name)
-
-
 # Training augmentations a dataset may list (torchvision.transforms.v2 classes, applied per sample).
 TRANSFORMS = (
     "ColorJitter",

@@ -40,8 +40,6 @@ def check_local_copy(source: DatasetSource, dataset: str, params: dict[str, Any]
     """For a bring-your-own source: the user's local copy (``params.path``) must exist."""
     if not source.access_page:
         return
-    from pathlib import Path
-
     path = params.get("path")
     if path and Path(path).expanduser().exists():
         return

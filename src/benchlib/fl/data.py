@@ -150,7 +150,7 @@ class BatchSource:
         """Float inputs and targets of ``rows``; training transforms when ``augment_seed``."""
         raw_x, y = self._gather(rows)
         x = _to_float_inputs(raw_x)
-        if not self.resident and x.dtype.is_floating_point and raw_x.dtype != torch.uint8:
+        if not self.resident and raw_x.dtype != torch.uint8:  # float rows read from disk
             require(bool(torch.isfinite(x).all()), "input rows hold NaN/Inf; prepare again")
         if augment_seed is not None:
             x, y = self.transforms.augment(x, y, augment_seed)

@@ -81,13 +81,10 @@ class LocalTraining:
     round: int
     layout: ParamLayout
     global_vector: torch.Tensor | None = None
-    optimizer_factory: Callable[[nn.Module], torch.optim.Optimizer] | None = None
     evaluator: Callable[[int, torch.Tensor, str], float] | None = None
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        if self.optimizer_factory is None:
-            return build_optimizer(list(model.parameters()), self.training)
-        return self.optimizer_factory(model)
+        return build_optimizer(list(model.parameters()), self.training)
 
     def evaluate(self, client: int, vector: torch.Tensor, subset: str = "val") -> float:
         require(self.evaluator is not None, "this training context cannot evaluate models")
@@ -284,9 +281,7 @@ class Cell:
         )
 
     def _primary(self, client: int, subset: str) -> float:
-        rows = self.clients[client].rows[subset]
-        outputs = self.outputs(self._evaluation_vector(client), rows, client)
-        return self.task.primary(outputs, self.source.targets_of(rows))
+        return self._evaluate(client, self._evaluation_vector(client), subset)
 
     def _test_metrics(self, client: int, vector: torch.Tensor) -> dict[str, float]:
         rows = self.clients[client].rows["test"]
@@ -345,7 +340,6 @@ class Cell:
             round=round_index,
             layout=self.layout,
             global_vector=self.global_vector if isinstance(self.method, StarMethod) else None,
-            optimizer_factory=self.new_optimizer,
             evaluator=self._evaluate,
         )
         trained, reports = {}, []
