@@ -37,23 +37,31 @@ def _linear_clients(count: int, seed: int = 0) -> list[nn.Module]:
 
 
 @pytest.mark.parametrize(
-    "make",
+    ("make", "fused"),
     [
-        lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1),
-        lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=0.01),
-        lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True),
-        lambda p: torch.optim.SGD(p, lr=0.05),
+        (lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1), False),
+        (lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1), True),
+        (lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, weight_decay=0.01), None),
+        (lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True), None),
+        (lambda p: torch.optim.SGD(p, lr=0.05), None),
     ],
-    ids=["adam", "sgd-momentum", "sgd-nesterov", "sgd-plain"],
+    ids=["adam", "adam-fused", "sgd-momentum", "sgd-nesterov", "sgd-plain"],
 )
-def test_stacked_optimizer_matches_torch_per_client_with_masked_steps(make):
+def test_stacked_optimizer_matches_torch_per_client_with_masked_steps(make, fused):
     reference = _linear_clients(3)
     batched = copy.deepcopy(reference)
     ref_opts = [make(m.parameters()) for m in reference]
     opts = [make(m.parameters()) for m in batched]
     generator = torch.Generator().manual_seed(1)
-    # client 2 sits out steps 1 and 3, client 0 step 2: step counts diverge across clients
-    schedule = [[True, True, True], [True, True, False], [False, True, True], [True, True, False]]
+    # client 2 sits out steps 1 and 3, client 0 step 2: step counts diverge across clients;
+    # "adam-fused" takes the GPU's fused Adam kernel (here on CPU) on the all-active steps 0, 4
+    schedule = [
+        [True, True, True],
+        [True, True, False],
+        [False, True, True],
+        [True, True, False],
+        [True, True, True],
+    ]
     for step, active in enumerate(schedule):
         flat = flatten_parameters(batched)
         grad = torch.randn(flat.shape, generator=generator)
@@ -64,7 +72,7 @@ def test_stacked_optimizer_matches_torch_per_client_with_masked_steps(make):
                     param.grad = views[name][client].clone()
                 ref_opts[client].step()
         state = StackedOptimizer.gather(opts, batched)
-        state.step(flat, grad, np.array(active))
+        state.step(flat, grad, np.array(active), fused=fused)
         new = parameter_views(reference[0], flat)
         with torch.no_grad():
             for client, model in enumerate(batched):
@@ -135,13 +143,25 @@ def _no_dropout(spec: dict, batching: str, rounds: int = 3) -> dict:
     return spec
 
 
-@pytest.mark.parametrize("method", ["fedavg", "lightyear"])
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("fedavg", {}),
+        ("lightyear", {}),
+        # the hooks around local training: a proximal pull (FedProx), a model loaded before
+        # training (CFL's cluster models), a personal model trained after it (Ditto)
+        ("fedprox", {"mu": 0.5}),
+        ("cfl", {}),
+        ("ditto", {"lam": 0.5}),
+    ],
+)
 def test_batched_cell_matches_sequential_cell_over_three_rounds(
-    method, mnist_store, smoke_split, smoke_cell_spec, tmp_path
+    method, params, mnist_store, smoke_split, smoke_cell_spec, tmp_path
 ):
     results = {}
     for batching in ("off", "on"):
-        spec = _no_dropout(smoke_cell_spec(method, "sfa", 1), batching)
+        spec = _no_dropout(smoke_cell_spec("fedavg", "sfa", 1), batching)
+        spec.update(method=method, method_id=method, method_params=params)
         out = tmp_path / batching / "metrics.json"
         run_cell(spec, mnist_store, smoke_split, out, tmp_path / batching / "ckpt")
         results[batching] = json.loads(out.read_text())
@@ -203,8 +223,8 @@ def test_methods_with_their_own_local_training_stay_sequential(
     mnist_store, smoke_split, smoke_cell_spec, caplog
 ):
     spec = _no_dropout(smoke_cell_spec("fedavg", "none", 0), "on", rounds=1)
-    spec.update(method="fedprox", method_id="fedprox", method_params={"mu": 0.01})
+    spec.update(method="drfa", method_id="drfa", method_params={})
     with caplog.at_level(logging.INFO, logger="benchlib"):
         cell = Cell(spec, mnist_store, smoke_split)
     assert cell.batched is None
-    assert "method fedprox trains its clients its own way" in caplog.text
+    assert "method drfa trains its clients its own way" in caplog.text

@@ -9,7 +9,15 @@ import sys
 import pytest
 import torch
 
-from benchlib.bench_scale import WORKLOADS, check_methods, measure_workload, project_grids
+from benchlib.bench_packing import measure_packing
+from benchlib.bench_scale import (
+    WORKLOADS,
+    _spec,
+    bench_data,
+    check_methods,
+    measure_workload,
+    project_grids,
+)
 
 TINY = dataclasses.replace(
     WORKLOADS["femnist_cnn"],
@@ -34,6 +42,33 @@ def test_projection_scales_the_fastest_engine_round_to_the_paper_grid():
     # 280 cells x 12 rounds x 25 s = 84,000 s
     assert hours == {"LIGHTYEAR Tables 2-5 (FEMNIST)": pytest.approx(84_000 / 3600)}
     assert any("23.33 h" in line for line in said)
+
+
+def test_projection_takes_packed_cells_when_they_are_faster():
+    measured = {"femnist_cnn": {"fedavg/engine batched": 2.0, "lightyear/engine batched": 3.0}}
+    # 2 cells at once: 2.0 s per cell-round < mean(2, 3) = 2.5 s; 4 cells: 2.2 s (slower)
+    packed = {"femnist_cnn": {1: 2.6, 2: 2.0, 4: 2.2}}
+    said: list[str] = []
+    hours = project_grids(measured, {"femnist_cnn": 1_975}, packed, out=said.append)
+    # 2.0 s x 10 (paper size) = 20 s; 280 x 12 x 20 s = 67,200 s
+    assert hours == {"LIGHTYEAR Tables 2-5 (FEMNIST)": pytest.approx(67_200 / 3600)}
+    assert any("(2 cells per device)" in line for line in said)
+
+
+def test_packed_cells_run_as_concurrent_processes(tmp_path):
+    store, split = bench_data(tmp_path, "pack", 8, 32, 32, TINY.shape, out=lambda _: None)
+    said: list[str] = []
+    effective = measure_packing(
+        lambda method: _spec(TINY, method, "off"),
+        store,
+        split,
+        torch.device("cpu"),
+        cells=(1, 2),
+        rounds=1,
+        out=said.append,
+    )
+    assert sorted(effective) == [1, 2] and all(value > 0 for value in effective.values())
+    assert [line.split(" cell")[0].strip() for line in said] == ["1", "2"]
 
 
 def test_measure_workload_times_bare_sequential_and_batched_rounds(tmp_path):

@@ -52,7 +52,7 @@ def test_schema_enums_come_from_the_catalog_and_the_optimizers():
 
     dataset = schema()["properties"]["datasets"]["additionalProperties"]["properties"]
     assert dataset["task"]["enum"] == ["classification", "regression", "segmentation"]
-    assert set(dataset["malfunction"]["properties"]) == {"placement", "ana"}
+    assert set(dataset["malfunction"]["properties"]) == {"placement", "start_round", "ana"}
     assert dataset["training"]["properties"]["optimizer"]["enum"] == sorted(optim._OPTIMIZERS)
 
 

@@ -88,6 +88,13 @@ LIGHTYEAR_TARGETS = [
 ]
 
 
+# TFL's ten tables and its figures other than Figure 3 (a diagram) - all of the paper's results.
+TFL_TARGETS = [
+    *(f"tables/tfl_table{n}.tex" for n in range(1, 11)),
+    *(f"figures/tfl_fig{n}.pdf" for n in (1, 2, 4, 5, 6, 7, 8, 9)),
+]
+
+
 def default_targets() -> list[str]:
     return all_targets(Config(load_paper_config(PAPER)))
 
@@ -107,6 +114,11 @@ def test_default_config_targets(monkeypatch):
     assert fig7.spec["std"] is True
     monkeypatch.chdir(REPO)
     assert load_raw_config(None) == load_raw_config(PAPER) == load_paper_config(PAPER)
+
+
+def test_every_tfl_table_and_figure_is_a_default_target():
+    tfl = all_targets(Config(load_config_file(PAPER / "tfl.yaml")))  # standalone
+    assert set(TFL_TARGETS) <= set(tfl) <= set(default_targets())
 
 
 def test_benchlib_targets_prints_the_target_list():

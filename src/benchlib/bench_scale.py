@@ -8,7 +8,9 @@ of ``repeats``):
 - ``bare``: a plain ``forward -> loss -> backward -> step`` loop over the clients, one after
   another, on float tensors built once (no FL logic) plus the round's evaluations;
 - ``engine sequential``: engine rounds with ``client_batching: off``;
-- ``engine batched``: engine rounds with ``client_batching: on`` (models without batch norm).
+- ``engine batched``: engine rounds with ``client_batching: on`` (models without batch norm);
+  on a GPU each step is a replayed CUDA graph, and ``engine batched eager`` runs the same
+  without graphs (``cuda_graphs: false``).
 
 for a FedAvg round (star) and a LIGHTYEAR round (P2P: every client scores every peer model on
 its own validation set). It prints seconds per round, the ratios to the bare loop, the speed-up
@@ -43,6 +45,7 @@ from benchlib.bench import (
     write_bench_split,
     write_synthetic_store,
 )
+from benchlib.bench_packing import measure_packing, sync_device
 from benchlib.data.store import load_store
 from benchlib.fl.engine import Cell
 from benchlib.fl.optim import build_optimizer
@@ -128,13 +131,16 @@ def bench_data(
     return store, split
 
 
-def _spec(workload: Workload, method: str, batching: str) -> dict[str, Any]:
+def _spec(
+    workload: Workload, method: str, batching: str, cuda_graphs: bool = True
+) -> dict[str, Any]:
     training = {
         **workload.training,
         "local_epochs": 1,
         "rounds": 10_000,
         "persist_optimizer": True,
         "client_batching": batching,
+        "cuda_graphs": cuda_graphs,
     }
     return {
         "experiment": "bench_scale",
@@ -150,11 +156,6 @@ def _spec(workload: Workload, method: str, batching: str) -> dict[str, Any]:
         "training": training,
         "malfunction_params": {},
     }
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class GpuUtilisation:
@@ -207,13 +208,13 @@ def _time_variants(
     busy: dict[str, list[float]] = {name: [] for name in variants}
     for func in variants.values():
         func()
-    _sync(device)
+    sync_device(device)
     for _ in range(repeats):
         for name, func in variants.items():
             with GpuUtilisation(device) as gpu:
                 tick = time.perf_counter()
                 func()
-                _sync(device)
+                sync_device(device)
                 samples[name].append(time.perf_counter() - tick)
             if gpu.mean is not None:
                 busy[name].append(gpu.mean)
@@ -279,6 +280,9 @@ def measure_workload(
         batched = Cell(_spec(workload, method, "on"), store, split, device=device)
         if batched.batched is not None:
             variants["engine batched"] = _engine_round(batched)
+            if device.type == "cuda":  # the same without CUDA graphs: what capture buys
+                eager = Cell(_spec(workload, method, "on", False), store, split, device=device)
+                variants["engine batched eager"] = _engine_round(eager)
         with PeakRss() as rss:
             timed = _time_variants(variants, repeats, device)
         base = timed.seconds["bare"]
@@ -312,20 +316,26 @@ def check_agreement(
         workload.shape,
         out=lambda _: None,
     )
-    vectors = []
-    for batching in ("off", "on"):
-        spec = _spec(workload, "fedavg", batching)
+    paths = {"sequential": ("off", True), "batched": ("on", True)}
+    if device.type == "cuda":
+        paths["batched eager"] = ("on", False)
+    vectors = {}
+    for name, (batching, graphs) in paths.items():
+        spec = _spec(workload, "fedavg", batching, graphs)
         spec["model"]["params"]["dropout"] = 0.0
         cell = Cell(spec, store, split, device=device)
         for round_index in range(rounds):
             cell.run_round(round_index)
-        vectors.append(cell.global_vector.double())
-    difference = float((vectors[0] - vectors[1]).abs().max())
-    scale = float(vectors[0].abs().max())
+        vectors[name] = cell.global_vector.double()
+    difference = float((vectors["sequential"] - vectors["batched"]).abs().max())
+    scale = float(vectors["sequential"].abs().max())
     out(
         f"{workload.name}: batched vs sequential after {rounds} FedAvg rounds on {device}: "
         f"max |difference| {difference:.2e} (largest weight {scale:.2f})"
     )
+    if "batched eager" in vectors:
+        graphs = float((vectors["batched eager"] - vectors["batched"]).abs().max())
+        out(f"{workload.name}: CUDA graphs vs eager batched: max |difference| {graphs:.2e}")
     return difference
 
 
@@ -358,12 +368,17 @@ def check_methods(device: torch.device, folder: Path, out: Print = print) -> dic
 
 
 def project_grids(
-    measured: dict[str, dict[str, float]], train: dict[str, int], out: Print = print
+    measured: dict[str, dict[str, float]],
+    train: dict[str, int],
+    packed: dict[str, dict[int, float]] | None = None,
+    out: Print = print,
 ) -> dict[str, float]:
     """Device-hours of each paper grid from the measured rounds, scaled to paper client sizes.
 
     A grid cell's round is taken as the mean of a FedAvg and a LIGHTYEAR round (the grids mix
-    star and P2P methods), each on the fastest engine path measured.
+    star and P2P methods), each on the fastest engine path measured. Where ``packed`` gives the
+    effective seconds per cell-round with n cells sharing the device (:mod:`bench_packing`),
+    the best of those is used when it is faster, and the line says how many cells were packed.
     """
     out("\nprojected device-hours per paper grid (engine, fastest path, paper client sizes):")
     hours = {}
@@ -378,11 +393,15 @@ def project_grids(
                 s for key, s in measured[grid.workload].items() if key.startswith(f"{method}/e")
             ]
             per_method.append(min(times))
-        round_seconds = statistics.mean(per_method) * scale
+        seconds, how = statistics.mean(per_method), "1 cell per device"
+        for count, effective in (packed or {}).get(grid.workload, {}).items():
+            if effective < seconds:
+                seconds, how = effective, f"{count} cells per device"
+        round_seconds = seconds * scale
         hours[grid.label] = grid.cells * grid.rounds * round_seconds / 3600
         out(
             f"  {grid.label:<36} {grid.cells} cells x {grid.rounds} rounds x "
-            f"{round_seconds:6.2f} s = {hours[grid.label]:7.2f} h"
+            f"{round_seconds:6.2f} s = {hours[grid.label]:7.2f} h ({how})"
         )
     return hours
 
@@ -392,14 +411,18 @@ def run_scale_benchmark(
     workloads: tuple[str, ...] = tuple(WORKLOADS),
     train: int | None = None,
     repeats: int = 3,
+    packing: tuple[int, ...] | None = None,
     out: Print = print,
 ) -> dict[str, dict[str, float]]:
     """Measure every workload on ``device`` and project the paper grids.
 
     ``train``: training samples per client (default: the paper's on a GPU for FEMNIST, 2,000
-    for DenseNet121; 200 on CPU).
+    for DenseNet121; 200 on CPU). ``packing``: numbers of cells to run at once on the device
+    (default (1, 2, 4) on a GPU, none on CPU).
     """
-    measured, sizes = {}, {}
+    if packing is None:
+        packing = (1, 2, 4) if device.type == "cuda" else ()
+    measured, sizes, packed = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         if "femnist_cnn" in workloads:
             check_methods(device, Path(tmp), out=out)
@@ -414,8 +437,28 @@ def run_scale_benchmark(
                 size = 200
             sizes[name] = size
             measured[name] = measure_workload(workload, device, size, repeats, Path(tmp), out)
-    project_grids(measured, sizes, out)
+            if packing:
+                packed[name] = _measure_packing(workload, device, size, packing, Path(tmp), out)
+    project_grids(measured, sizes, packed, out)
     return measured
+
+
+def _measure_packing(
+    workload: Workload,
+    device: torch.device,
+    train: int,
+    packing: tuple[int, ...],
+    folder: Path,
+    out: Print,
+) -> dict[int, float]:
+    val = max(32, round(train * workload.paper_val / workload.paper_train))
+    store, split = bench_data(
+        folder, f"{workload.name}_pack", workload.clients, train, val, workload.shape, out
+    )
+    out(f"\n{workload.name}: several cells at once on {device} (FedAvg and LIGHTYEAR alternately)")
+    return measure_packing(
+        lambda method: _spec(workload, method, "auto"), store, split, device, packing, out=out
+    )
 
 
 if __name__ == "__main__":  # python -m benchlib.bench_scale [device]: no CLI dependencies

@@ -156,7 +156,14 @@ for _name, _entry in {
             "similarity": {"enum": ["dot", "cosine", "l2", "l1"]},
             "epsilon": PROBABILITY,
             "centrality": {
-                "enum": ["betweenness", "degree", "closeness", "eigenvector", "pagerank"]
+                "enum": [
+                    "betweenness",
+                    "degree",
+                    "closeness",
+                    "eigenvector",
+                    "pagerank",
+                    "current_flow",
+                ]
             },
             "q": NON_NEGATIVE,
             "update_every": {"type": "integer", "minimum": 1},
@@ -194,6 +201,7 @@ for _name, _module in {
     "resnet50": "vision",
     "efficientnet_b0": "vision",
     "small_unet": "segmentation",
+    "unet": "segmentation",
     "transunet": "transunet",
     "mlp": "tabular",
     "fedavg_cnn": "tfl",

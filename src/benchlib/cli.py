@@ -240,6 +240,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
             workloads=tuple(args.workloads or WORKLOADS),
             train=args.samples,
             repeats=args.repeats,
+            packing=tuple(args.pack) if args.pack is not None else None,
         )
         return
     if args.stream_gb is None:
@@ -370,6 +371,14 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         help="--device: which workloads (femnist_cnn, densenet121_camelyon17; default both)",
+    )
+    p.add_argument(
+        "--pack",
+        nargs="*",
+        type=int,
+        default=None,
+        help="--device: also time this many cells at once on the device, e.g. --pack 1 2 4 "
+        "(default 1 2 4 on a GPU, none on CPU; --pack with no number: none)",
     )
     return parser
 

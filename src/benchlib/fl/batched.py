@@ -208,23 +208,91 @@ class StackedOptimizer:
             self._correction2_sqrt = (
                 torch.from_numpy(correction2_sqrt).float().to(device)[:, :, None]
             )
+            self._step_counts = torch.from_numpy(steps).float().to(device)
             self.steps += torch.from_numpy(active.sum(axis=0, dtype=np.float64))
 
     @torch.no_grad()
-    def apply(self, flat: torch.Tensor, grad: torch.Tensor, row: int) -> None:
+    def apply(
+        self, flat: torch.Tensor, grad: torch.Tensor, row: int, fused: bool | None = None
+    ) -> None:
         """Step ``row`` of the schedule on the flat parameters [C, D] with their gradient."""
-        mask = None if self._all_active[row] else self._masks[row]
+        self.update(flat, grad, self.mask(row), *self.factors(row), fused=fused)
+
+    @torch.no_grad()
+    def update(
+        self,
+        flat: torch.Tensor,
+        grad: torch.Tensor,
+        mask: torch.Tensor | None,
+        *factors: torch.Tensor,
+        fused: bool | None = None,
+    ) -> None:
+        """One step with explicit device ``factors`` (Adam: [C, 1] step size, [C, 1] bias
+        correction and [C] step counts; see :meth:`factors`), so that a captured CUDA graph can
+        read them from fixed buffers. ``fused`` (default: on a GPU, when every client steps)
+        runs Adam as PyTorch's fused kernel, one pass over memory instead of about twenty."""
+        if fused is None:
+            fused = flat.is_cuda and mask is None
+        if self.kind == "adam" and fused and mask is None and hasattr(torch, "_fused_adam_"):
+            self._fused_adam(flat, grad, factors[2])
+            return
         if self.hyper["weight_decay"] != 0:
             grad = grad.add(flat, alpha=self.hyper["weight_decay"])
-        update = self._adam(grad, row, mask) if self.kind == "adam" else self._sgd(grad, mask)
+        if self.kind == "adam":
+            update = self._adam(grad, mask, factors[0], factors[1])
+        else:
+            update = self._sgd(grad, mask)
         flat.sub_(update if mask is None else torch.where(mask, update, 0.0))
 
-    def step(self, flat: torch.Tensor, grad: torch.Tensor, active: np.ndarray) -> None:
+    def _fused_adam(self, flat: torch.Tensor, grad: torch.Tensor, counts: torch.Tensor) -> None:
+        """Adam on every row through ``torch._fused_adam_`` (each client one tensor of the
+        multi-tensor kernel, with its own step count)."""
+        lr, (beta1, beta2), eps, weight_decay = (self.hyper[k] for k in _ADAM_KEYS)
+        torch._fused_adam_(
+            list(flat.unbind(0)),
+            list(grad.unbind(0)),
+            list(self.state["exp_avg"].unbind(0)),
+            list(self.state["exp_avg_sq"].unbind(0)),
+            [],
+            list(counts.unbind(0)),
+            lr=lr,
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=weight_decay,
+            eps=eps,
+            amsgrad=False,
+            maximize=False,
+        )
+
+    def factors(self, row: int) -> tuple[torch.Tensor, ...]:
+        """Adam's device factors of schedule ``row``: step size and bias correction [C, 1] and
+        the step counts [C] (none for SGD)."""
+        if self.kind != "adam":
+            return ()
+        return self._step_size[row], self._correction2_sqrt[row], self._step_counts[row]
+
+    def all_active(self, row: int) -> bool:
+        """Whether every client steps at schedule ``row``."""
+        return bool(self._all_active[row])
+
+    def mask(self, row: int) -> torch.Tensor | None:
+        """The [C, 1] mask of the clients stepping at schedule ``row`` (``None``: all do)."""
+        return None if self._all_active[row] else self._masks[row]
+
+    def step(
+        self, flat: torch.Tensor, grad: torch.Tensor, active: np.ndarray, fused: bool | None = None
+    ) -> None:
         """One optimizer step for the ``active`` clients ([C] bool)."""
         self.schedule(active[None, :], flat.device)
-        self.apply(flat, grad, 0)
+        self.apply(flat, grad, 0, fused)
 
-    def _adam(self, grad: torch.Tensor, row: int, mask: torch.Tensor | None) -> torch.Tensor:
+    def _adam(
+        self,
+        grad: torch.Tensor,
+        mask: torch.Tensor | None,
+        step_size: torch.Tensor,
+        correction2_sqrt: torch.Tensor,
+    ) -> torch.Tensor:
         _, (beta1, beta2), eps, _ = (self.hyper[k] for k in _ADAM_KEYS)
         exp_avg, exp_avg_sq = self.state["exp_avg"], self.state["exp_avg_sq"]
         if mask is None:
@@ -236,8 +304,8 @@ class StackedOptimizer:
             new_sq = exp_avg_sq.mul(beta2).addcmul_(grad, grad, value=1 - beta2)
             exp_avg.copy_(torch.where(mask, new_avg, exp_avg))
             exp_avg_sq.copy_(torch.where(mask, new_sq, exp_avg_sq))
-        denom = (new_sq.sqrt() / self._correction2_sqrt[row]).add_(eps)
-        return (new_avg / denom).mul_(self._step_size[row])
+        denom = (new_sq.sqrt() / correction2_sqrt).add_(eps)
+        return (new_avg / denom).mul_(step_size)
 
     def _sgd(self, grad: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         lr, momentum, dampening, _, nesterov = (self.hyper[k] for k in _SGD_KEYS)
@@ -267,8 +335,9 @@ def _client_batches(
 class BatchedClients:
     """Trains a set of clients (same architecture) in lock-step; see the module docstring."""
 
-    def __init__(self, template: nn.Module, loss_fn: nn.Module) -> None:
+    def __init__(self, template: nn.Module, loss_fn: nn.Module, cuda_graphs: bool = True) -> None:
         self.skeleton = copy.deepcopy(template).to("meta")
+        self.cuda_graphs = cuda_graphs
         loss = per_sample_loss(loss_fn)
         assert loss is not None
         self.loss = loss
@@ -308,16 +377,54 @@ class BatchedClients:
         source: BatchSource,
         training: dict[str, Any],
         keys: list[tuple[int, str, int, int]],
+        proximal: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
-        """Run the local epochs of every client; ``keys[i]`` = (seed, stream, round, client)."""
+        """Run the local epochs of every client; ``keys[i]`` = (seed, stream, round, client).
+
+        ``proximal`` = (coefficients c [C, 1], anchors a [C, D]): client i minimises its loss
+        + c_i/2 ||w_i - a_i||^2 (FedProx's pull; its gradient c_i (w_i - a_i) joins every step).
+        """
         for model in models:
             model.train()
         _, buffers = stack_module_state(models)
-        flat = flatten_parameters(models).requires_grad_(True)
+        flat = flatten_parameters(models)
+        # The gradient is taken per parameter view, each view a leaf sharing flat's memory:
+        # a gradient through slices of one flat leaf would zero-fill and add a full [C, D]
+        # tensor for every parameter tensor of the model.
+        leaves = {
+            name: view.requires_grad_(True)
+            for name, view in parameter_views(self.skeleton, flat).items()
+        }
         optimizer = StackedOptimizer.gather(optimizers, models)
         seed, stream, round_index = keys[0][0], keys[0][1], keys[0][2]
         seed_torch_global(seed, f"{stream}/dropout-batched", round_index)
         batch_size = int(training["batch_size"])
+        clients = len(rows)
+        on_device = source.resident and source.transforms.augmentation is None
+
+        def step(
+            x: torch.Tensor,
+            y: torch.Tensor,
+            weights: torch.Tensor,
+            mask: torch.Tensor | None,
+            factors: tuple[torch.Tensor, ...],
+        ) -> None:
+            x = x.view(clients, batch_size, *x.shape[1:])
+            y = y.view(clients, batch_size, *y.shape[1:])
+            out = self.outputs(leaves, buffers, x)
+            per_sample = self.loss(out.flatten(0, 1), y.flatten(0, 1))
+            loss = (per_sample.view(clients, batch_size) * weights).sum()
+            grads = torch.autograd.grad(loss, list(leaves.values()))
+            grad = torch.cat([g.reshape(clients, -1) for g in grads], dim=1)
+            if proximal is not None:
+                grad = grad + proximal[0] * (flat - proximal[1])
+            optimizer.update(flat, grad, mask, *factors)
+
+        graphed = (
+            GraphedStep(lambda p, w, f: step(*source.batch_at(p), w, None, f))
+            if on_device and self.cuda_graphs and source.device.type == "cuda"
+            else None
+        )
         for epoch in range(int(training["local_epochs"])):
             schedules = [
                 _client_batches(r, batch_size, torch_generator(s, f"{st}/shuffle", rd, c, epoch))
@@ -325,23 +432,21 @@ class BatchedClients:
             ]
             plan = EpochPlan.of(schedules, batch_size)
             optimizer.schedule(plan.active, source.device)
-            on_device = source.resident and source.transforms.augmentation is None
             positions = (
                 source.device_positions(plan.rows.reshape(plan.steps, -1)) if on_device else None
             )
             weights = torch.from_numpy(plan.weights).to(source.device)
             for number in range(plan.steps):
+                factors = optimizer.factors(number)
+                if graphed is not None and optimizer.all_active(number):
+                    assert positions is not None
+                    graphed.run(positions[number], weights[number], factors)
+                    continue
                 if positions is not None:
                     x, y = source.batch_at(positions[number])
                 else:
                     x, y = self._gather(source, plan, number, keys, epoch)
-                x = x.view(len(rows), batch_size, *x.shape[1:])
-                y = y.view(len(rows), batch_size, *y.shape[1:])
-                out = self.outputs(parameter_views(self.skeleton, flat), buffers, x)
-                per_sample = self.loss(out.flatten(0, 1), y.flatten(0, 1))
-                loss = (per_sample.view(len(rows), batch_size) * weights[number]).sum()
-                (grad,) = torch.autograd.grad(loss, flat)
-                optimizer.apply(flat, grad, number)
+                step(x, y, weights[number], optimizer.mask(number), factors)
         with torch.no_grad():
             views = parameter_views(self.skeleton, flat)
             for client, model in enumerate(models):
@@ -377,6 +482,55 @@ class BatchedClients:
                 parts_x.append(x)
                 parts_y.append(y)
         return torch.cat(parts_x), torch.cat(parts_y)
+
+
+class GraphedStep:
+    """One lock-step step captured as a CUDA graph and replayed (GPU, resident data).
+
+    A step of small models is a few hundred kernel launches of microseconds each: the host,
+    not the GPU, sets the pace. Here the step (gather, forward, backward, optimizer update) is
+    recorded once and each later step is one graph launch. Its per-step inputs (store positions
+    [C * B], loss weights [C, B] and Adam's [C, 1] factors) are copied into fixed buffers first;
+    the first ``WARMUP`` steps run eagerly on a side stream, as CUDA graph capture requires.
+    Steps where some clients sit out (masked) stay eager.
+    """
+
+    WARMUP = 3
+
+    def __init__(
+        self, body: Callable[[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]], None]
+    ) -> None:
+        self._body = body
+        self._inputs: tuple[torch.Tensor, ...] | None = None
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._warm = 0
+
+    def run(
+        self, positions: torch.Tensor, weights: torch.Tensor, factors: tuple[torch.Tensor, ...]
+    ) -> None:
+        """Run one step on these per-step inputs (device tensors of fixed shapes)."""
+        if self._inputs is None:
+            self._inputs = tuple(t.clone() for t in (positions, weights, *factors))
+        else:
+            for buffer, value in zip(self._inputs, (positions, weights, *factors), strict=True):
+                buffer.copy_(value)
+        if self._graph is not None:
+            self._graph.replay()
+            return
+        fixed_positions, fixed_weights, *fixed_factors = self._inputs
+        if self._warm < self.WARMUP:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self._body(fixed_positions, fixed_weights, tuple(fixed_factors))
+            torch.cuda.current_stream().wait_stream(side)
+            self._warm += 1
+            return
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._body(fixed_positions, fixed_weights, tuple(fixed_factors))
+        graph.replay()  # capture records the step without running it
+        self._graph = graph
 
 
 @dataclass(frozen=True)

@@ -143,6 +143,7 @@ class History:
     schedule: list[dict[str, str]] = field(default_factory=list)
     nonfinite: list[dict[str, Any]] = field(default_factory=list)
     participants: list[list[int]] = field(default_factory=list)
+    round_metrics: list[dict[str, Any]] = field(default_factory=list)  # training.round_metrics
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -152,6 +153,7 @@ class History:
             "schedule": self.schedule,
             "nonfinite": self.nonfinite,
             "participants": self.participants,
+            **({"round_metrics": self.round_metrics} if self.round_metrics else {}),
         }
 
     @classmethod
@@ -258,7 +260,8 @@ class Cell:
             LOG.info("clients train one after another: %s", reason)
             return None
         LOG.info("clients train batched (lock-step, one vmap over %d models)", self.num_clients)
-        return BatchedClients(self.models[0], self.loss_fn)
+        graphs = bool(self.training.get("cuda_graphs", True))
+        return BatchedClients(self.models[0], self.loss_fn, cuda_graphs=graphs)
 
     # --------------------------------------------------------------------------- set-up
     @staticmethod
@@ -399,6 +402,8 @@ class Cell:
             if not self.training.get("persist_optimizer", True):
                 self.optimizers[client] = self.new_optimizer(self.models[client])
         if self.batched is not None:
+            for client in participants:
+                self.method.before_training(training, client, round_index)
             self.batched.train(
                 [self.models[c] for c in participants],
                 [self.optimizers[c] for c in participants],
@@ -406,14 +411,38 @@ class Cell:
                 self.source,
                 self.training,
                 [(self.seed, "train", round_index, c) for c in participants],
+                proximal=self._proximal_rows(training, participants),
             )
         trained, reports = {}, []
         for client in participants:
             if self.batched is None:
                 self.method.train_client(training, client, round_index)
+            else:
+                self.method.after_training(training, client, round_index)
             trained[client] = self.layout.flatten(self.models[client])
             reports.append(self.method.client_report(training, client, round_index))
         return trained, reports
+
+    def _proximal_rows(
+        self, training: LocalTraining, participants: list[int]
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The method's proximal pulls for batched training: coefficients [C, 1] and anchors
+        [C, D] in the batched parameter order (``None`` when no client is pulled)."""
+        pulls = [self.method.proximal_term(training, client) for client in participants]
+        if all(pull is None for pull in pulls):
+            return None
+        model = self.models[participants[0]]
+        zero = torch.zeros(self.layout.size, device=self.device)
+        anchors = torch.stack(
+            [
+                self.layout.parameter_entries(model, zero if p is None else p[1].to(self.device))
+                for p in pulls
+            ]
+        )
+        coefficients = torch.tensor(
+            [[0.0 if p is None else float(p[0])] for p in pulls], device=self.device
+        )
+        return coefficients, anchors
 
     def _aggregate_star(
         self,
@@ -491,6 +520,11 @@ class Cell:
         if participants != self.federation:
             self.history.participants.append(participants)
         self.history.val.append([_finite_or_none(self._primary(c, "val")) for c in self.federation])
+        if self.training.get("round_metrics"):  # per-round test metrics (fl/round_metrics.py)
+            from benchlib.fl.round_metrics import check_round_metrics, round_test_metrics
+
+            names = check_round_metrics(self.training["round_metrics"], self.task.entry.metrics)
+            self.history.round_metrics.append(round_test_metrics(self, names))
 
     # ------------------------------------------------------------------ checkpoints
     def state(self, completed_round: int) -> dict[str, Any]:
@@ -540,6 +574,10 @@ class Cell:
         if self.held_out:
             vector = self._held_out_vector()
             result["held_out_clients"] = [self._client_entry(c, vector) for c in self.held_out]
+        if self.training.get("save_predictions"):  # a few test class maps (fl/predictions.py)
+            from benchlib.fl.predictions import saved_predictions
+
+            result["predictions"] = saved_predictions(self, int(self.training["save_predictions"]))
         return result
 
 

@@ -10,6 +10,12 @@ All randomness comes from streams keyed by (seed, round, client), never by metho
 faces the same malfunction schedule and noise. Parameters come from the dataset's ``malfunction``
 section, one dict per malfunction name (``ana: {scale: 120.5}``); their names are declared in
 :data:`benchlib.catalog.MALFUNCTIONS`.
+
+Diagnostic, not a paper setting: ``start_round: N`` in the ``malfunction`` section keeps the
+first N rounds (0..N-1) clean (the malfunctioning clients send their true model, the schedule
+records ``none``) and malfunctions from round N on, with the noise and draws the same rounds
+would have without it. It shows whether a method resists malfunctions once the clients' models
+are informative (docs/figures_and_fidelity.md). Default 0: from the first round, as the paper.
 """
 
 from __future__ import annotations
@@ -34,19 +40,38 @@ class MalfunctionContext:
     round: int
     client: int
     fresh_vector: Callable[[int], torch.Tensor]  # seed -> flat vector of a new initialisation
-    params: dict[str, dict[str, Any]] = field(default_factory=dict)  # malfunction -> its params
+    # malfunction -> its params, plus the optional ``start_round`` (an int)
+    params: dict[str, Any] = field(default_factory=dict)
 
     def param(self, malfunction: str, name: str, default: float) -> float:
         return float(self.params.get(malfunction, {}).get(name, default))
+
+    @property
+    def start_round(self) -> int:
+        """The first round that malfunctions (earlier rounds are clean)."""
+        return int(self.params.get(START_ROUND, 0))
 
 
 Malfunction = Callable[[torch.Tensor, MalfunctionContext], tuple[torch.Tensor, str]]
 _MALFUNCTIONS: Registry[Malfunction] = Registry("malfunction")
 register_malfunction = _MALFUNCTIONS.register
 malfunction_names = _MALFUNCTIONS.names
-get_malfunction = _MALFUNCTIONS.get
+START_ROUND = "start_round"
 BASIC = ("ana", "sfa", "random")
 ANA_DEFAULT_SCALE = 120.5  # FEMNIST in LIGHTYEAR v1, appendix B
+
+
+def get_malfunction(name: str) -> Malfunction:
+    """The malfunction ``name``; before the context's ``start_round`` it sends the model clean
+    and reports ``none``."""
+    apply = _MALFUNCTIONS.get(name)
+
+    def scheduled(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor, str]:
+        if ctx.round < ctx.start_round:
+            return vector, "none"
+        return apply(vector, ctx)
+
+    return scheduled
 
 
 @register_malfunction("none")

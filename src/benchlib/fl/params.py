@@ -41,6 +41,16 @@ class ParamLayout:
     def size(self) -> int:
         return sum(self.numels)
 
+    def parameter_entries(self, model: nn.Module, vector: torch.Tensor) -> torch.Tensor:
+        """The entries of ``vector`` that hold ``model``'s trainable parameters, in
+        ``named_parameters()`` order (the order of the batched path's flat rows)."""
+        where, offset = {}, 0
+        for name, numel in zip(self.names, self.numels, strict=True):
+            where[name] = (offset, numel)
+            offset += numel
+        parts = [where[name] for name, _ in model.named_parameters()]
+        return torch.cat([vector[start : start + numel] for start, numel in parts])
+
     def flatten(self, model: nn.Module) -> torch.Tensor:
         """A detached float32 copy of the model's floating state as one vector."""
         state = model.state_dict()

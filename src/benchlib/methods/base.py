@@ -56,6 +56,31 @@ class VectorLayout(Protocol):
     def load(self, model: nn.Module, vector: torch.Tensor) -> None: ...
 
 
+def proximal_hook(
+    model: nn.Module, anchor: torch.Tensor, layout: VectorLayout, coeff: float
+) -> LossHook:
+    """A loss hook ``coeff/2 * sum_p ||p - anchor_p||^2`` over ``model``'s parameters.
+
+    ``anchor`` is a flat vector in ``layout`` (parameters and float buffers); only the entries of
+    trainable parameters enter the term, buffers such as BatchNorm statistics are not optimised.
+    """
+    params = dict(model.named_parameters())
+    pairs: list[tuple[nn.Parameter, torch.Tensor]] = []
+    offset = 0
+    for name, shape, numel in zip(layout.names, layout.shapes, layout.numels, strict=True):
+        if name in params:
+            param = params[name]
+            target = anchor[offset : offset + numel].detach().view(shape)
+            pairs.append((param, target.to(device=param.device, dtype=param.dtype)))
+        offset += numel
+
+    def hook(_: nn.Module) -> torch.Tensor:
+        total = sum(((param - target) ** 2).sum() for param, target in pairs)
+        return 0.5 * coeff * total
+
+    return hook
+
+
 class TrainingContext(Protocol):
     """What a method may use of one round's local training (implemented by the engine)."""
 
@@ -121,12 +146,15 @@ class PeerEvaluator:
             return PeerScoring(logits=self.logits(vector), labels=self.labels)
         return self._view(vector)
 
-    def scoring_many(self, vectors: torch.Tensor) -> list[PeerScoring]:
-        """:meth:`scoring` of each row of ``vectors`` [P, d]; the engine may evaluate all P
-        models in one batched pass (same values up to float rounding)."""
+    def scoring_many(self, vectors: Sequence[torch.Tensor]) -> list[PeerScoring]:
+        """:meth:`scoring` of each of ``vectors`` (P vectors of size d, or one [P, d] tensor);
+        the engine may evaluate all P models in one batched pass (same values up to float
+        rounding). One at a time, nothing is stacked: on a CPU a [P, d] copy per client per
+        round is a noticeable share of a P2P round."""
         if self._predict_many is None:
             return [self.scoring(vector) for vector in vectors]
-        outputs = self._predict_many(vectors)
+        stacked = vectors if isinstance(vectors, torch.Tensor) else torch.stack(list(vectors))
+        outputs = self._predict_many(stacked)
         if self._view_of_outputs is None:
             return [PeerScoring(logits=o, labels=self.labels) for o in outputs]
         return [self._view_of_outputs(o) for o in outputs]
@@ -200,8 +228,34 @@ class Method:
         return list(clients)
 
     def train_client(self, training: TrainingContext, client: int, round: int) -> None:
-        """Local training of ``client`` in ``round``; default: plain local epochs."""
-        training.train(client)
+        """Local training of ``client`` in ``round``: :meth:`before_training`, the local
+        epochs (pulled towards :meth:`proximal_term`'s anchor when it names one), then
+        :meth:`after_training`. A method that changes only these hooks keeps batched training
+        on a GPU (``fl/batched.py``); one that overrides ``train_client`` itself makes the cell
+        train its clients one after another."""
+        self.before_training(training, client, round)
+        pull = self.proximal_term(training, client)
+        hook = None
+        if pull is not None:
+            hook = proximal_hook(training.models[client], pull[1], training.layout, pull[0])
+        training.train(client, loss_hook=hook)
+        self.after_training(training, client, round)
+
+    def before_training(self, training: TrainingContext, client: int, round: int) -> None:
+        """Called before ``client``'s local epochs (e.g. load its cluster's model); default
+        nothing."""
+
+    def proximal_term(
+        self, training: TrainingContext, client: int
+    ) -> tuple[float, torch.Tensor] | None:
+        """``(c, anchor)``: the local epochs minimise loss + c/2 ||w - anchor||^2 over the
+        trainable parameters (``anchor`` a flat vector in ``training.layout``); default
+        ``None``, no pull."""
+        return None
+
+    def after_training(self, training: TrainingContext, client: int, round: int) -> None:
+        """Called after ``client``'s local epochs (e.g. train a personal model); default
+        nothing."""
 
     def client_report(
         self, training: TrainingContext, client: int, round: int

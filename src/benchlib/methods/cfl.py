@@ -143,12 +143,11 @@ class CFL(StarMethod):
         if not self.models:
             self.models = [vector.detach().clone()]
 
-    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
+    def before_training(self, training: TrainingContext, client: int, round: int) -> None:
         if self.variant == "paper" and training.global_vector is not None:
             self._ensure_models(training.global_vector)
             model = self.models[self._cluster_of(client)]
             training.layout.load(training.models[client], model)
-        training.train(client)
 
     def evaluation_vector(self, client: int, global_vector: torch.Tensor) -> torch.Tensor:
         if self.variant == "paper" and self.models:

@@ -27,9 +27,8 @@ from typing import Any
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import TrainingContext, register_method
+from benchlib.methods.base import TrainingContext, proximal_hook, register_method
 from benchlib.methods.fedavg import FedAvg
-from benchlib.methods.robust_utils import proximal_hook
 
 
 @register_method
@@ -48,8 +47,7 @@ class Ditto(FedAvg):
         self.personal: list[torch.Tensor | None] = [None] * num_clients
         self.optimizer_states: list[dict[str, Any] | None] = [None] * num_clients
 
-    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
-        training.train(client)
+    def after_training(self, training: TrainingContext, client: int, round: int) -> None:
         if self.variant == "authors" or training.global_vector is None:
             return
         anchor = training.global_vector  # w^t, the model received this round

@@ -18,10 +18,11 @@ paper does not report its value. The LIGHTYEAR authors' code has no FedProx, so 
 
 from __future__ import annotations
 
+import torch
+
 from benchlib.errors import require
 from benchlib.methods.base import TrainingContext, register_method
 from benchlib.methods.fedavg import FedAvg
-from benchlib.methods.robust_utils import proximal_hook
 
 
 @register_method
@@ -34,10 +35,9 @@ class FedProx(FedAvg):
         self.mu = float(mu)
         require(self.mu >= 0.0, f"fedprox: mu must be >= 0, got {self.mu}")
 
-    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
+    def proximal_term(
+        self, training: TrainingContext, client: int
+    ) -> tuple[float, torch.Tensor] | None:
         if self.mu == 0.0 or training.global_vector is None:
-            training.train(client)
-            return
-        model = training.models[client]
-        hook = proximal_hook(model, training.global_vector, training.layout, self.mu)
-        training.train(client, loss_hook=hook)
+            return None
+        return self.mu, training.global_vector

@@ -24,6 +24,7 @@ counted in the mean: theta_i + gamma^t/(|S_i|+1) sum_{j in S_i}(theta_j - theta_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,9 +93,9 @@ class Lightyear(P2PMethod):
         """The threshold and step actually used (the agreement view draws tau)."""
         return {"tau": self.tau, "gamma": self.gamma}
 
-    def _stats(self, view: PeerView, vectors: torch.Tensor) -> list[ModelStats]:
-        """Statistics of each model in ``vectors`` [P, d] on V_i (evaluated in one pass when
-        the engine can batch models)."""
+    def _stats(self, view: PeerView, vectors: Sequence[torch.Tensor]) -> list[ModelStats]:
+        """Statistics of each of ``vectors`` on V_i (evaluated in one pass when the engine can
+        batch models)."""
         return [
             model_stats(scoring.logits, scoring.labels, self.variant, scoring.quality)
             for scoring in view.evaluator.scoring_many(vectors)
@@ -102,7 +103,7 @@ class Lightyear(P2PMethod):
 
     def aggregate_client(self, view: PeerView) -> P2PResult:
         own, peers, received = view.own, view.peers, view.received
-        reference, *others = self._stats(view, torch.cat([own[None], received]))
+        reference, *others = self._stats(view, [own, *received])
         scores: dict[int, float] = {}
         selected: list[int] = []
         for peer, stats in zip(peers, others, strict=True):
@@ -113,7 +114,7 @@ class Lightyear(P2PMethod):
         if not selected:
             return P2PResult(vector=own, selected=[], scores=scores)
         rows = [peers.index(p) for p in selected]
-        drift = (received[rows] - own).sum(dim=0)
+        drift = received[rows].sub_(own).sum(dim=0)  # the gathered copy is ours to change
         normaliser = len(selected) + (1 if self.variant == "authors" else 0)
         step = self.gamma**view.round / normaliser
         return P2PResult(vector=own + step * drift, selected=selected, scores=scores)

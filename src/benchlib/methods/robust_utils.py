@@ -9,9 +9,8 @@ and every method that is supposed to reject bad models drops such rows before it
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from benchlib.methods.base import LossHook, VectorLayout
+from benchlib.methods.base import proximal_hook
 from benchlib.metrics import finite_rows
 
 __all__ = [
@@ -68,28 +67,3 @@ def clip_to_radius(vector: torch.Tensor, radius: float) -> torch.Tensor:
     if norm <= radius:
         return vector
     return vector * (radius / norm)
-
-
-def proximal_hook(
-    model: nn.Module, anchor: torch.Tensor, layout: VectorLayout, coeff: float
-) -> LossHook:
-    """A loss hook ``coeff/2 * sum_p ||p - anchor_p||^2`` over ``model``'s parameters.
-
-    ``anchor`` is a flat vector in ``layout`` (parameters and float buffers); only the entries of
-    trainable parameters enter the term, buffers such as BatchNorm statistics are not optimised.
-    """
-    params = dict(model.named_parameters())
-    pairs: list[tuple[nn.Parameter, torch.Tensor]] = []
-    offset = 0
-    for name, shape, numel in zip(layout.names, layout.shapes, layout.numels, strict=True):
-        if name in params:
-            param = params[name]
-            target = anchor[offset : offset + numel].detach().view(shape)
-            pairs.append((param, target.to(device=param.device, dtype=param.dtype)))
-        offset += numel
-
-    def hook(_: nn.Module) -> torch.Tensor:
-        total = sum(((param - target) ** 2).sum() for param, target in pairs)
-        return 0.5 * coeff * total
-
-    return hook

@@ -1,4 +1,4 @@
-"""TFL, Topology-aware Federated Learning (Wu et al., "Beyond the Federation: Topology-aware
+"""TFL, Topology-aware Federated Learning (Ma, Li and Peng, "Beyond the Federation: Topology-aware
 Federated Learning for Generalization to Unseen Clients", ICML 2024), Algorithm 1.
 
 Per round t (0-based here; the paper counts from 1):
@@ -19,7 +19,8 @@ a client never drawn yet is left out of the graph and gets the smallest prior ma
 model's last state entries (e.g. 2 = the last layer's weight and bias; Table 7). The dual step
 size eta_t = lr_lambda * lr_decay^(t+1) follows the DRFA authors' schedule (TFL does not state
 its own). Each topology update and lambda per round are recorded in metrics.json
-(``method_summary``).
+(``method_summary``), and the raw pairwise similarities of the clients' final models under every
+measure (``similarities``, TFL Figure 4).
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ import torch
 
 from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound, TrainingContext, register_method
-from benchlib.methods.topology import CENTRALITIES, SIMILARITIES, dual_step, learn_topology
+from benchlib.methods.topology import (
+    CENTRALITIES,
+    SIMILARITIES,
+    dual_step,
+    learn_topology,
+    similarity_matrix,
+)
 
 
 def draw_counts(weights: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -194,9 +201,23 @@ class TFL(StarMethod):
         self.lambda_history = list(state["lambda_history"])
         self.topology_history = list(state["topology_history"])
 
+    def final_similarities(self) -> dict[str, Any]:
+        """Raw pairwise similarity of the clients' latest transmitted models (their node
+        embeddings) under every similarity measure (l1, l2 negated distances), for TFL Figure 4."""
+        if self.memory is None or self.seen.sum() < 2:
+            return {}
+        idx = np.nonzero(self.seen)[0]
+        vectors = self.memory[torch.from_numpy(idx)]
+        out: dict[str, Any] = {"clients": [self.federation[i] for i in idx]}
+        for metric in SIMILARITIES:
+            matrix = similarity_matrix(vectors, metric)
+            out[metric] = [[float(f"{x:.8g}") for x in row] for row in matrix]
+        return out
+
     def summary(self) -> dict[str, Any]:
         return {
             "federation": list(self.federation),
             "lambda": self.lambda_history,
             "topology": self.topology_history,
+            "similarities": self.final_similarities(),
         }

@@ -19,7 +19,7 @@ import torch
 from benchlib.errors import require
 
 SIMILARITIES = ("dot", "cosine", "l2", "l1")
-CENTRALITIES = ("betweenness", "degree", "closeness", "eigenvector", "pagerank")
+CENTRALITIES = ("betweenness", "degree", "closeness", "eigenvector", "pagerank", "current_flow")
 
 
 def similarity_matrix(vectors: torch.Tensor, metric: str = "dot") -> np.ndarray:
@@ -73,6 +73,22 @@ def _eigenvector(graph) -> dict[int, float]:
     return nx.eigenvector_centrality_numpy(graph)
 
 
+def _current_flow(graph) -> dict[int, float]:
+    """Current-flow betweenness (networkx; defined on connected graphs): computed on every
+    connected component of 3 or more nodes (other nodes 0), then scaled by 2 / ((n-1)(n-2)) over
+    the whole graph's n, as networkx normalises shortest-path betweenness."""
+    import networkx as nx
+
+    n = graph.number_of_nodes()
+    values = dict.fromkeys(graph.nodes, 0.0)
+    for nodes in nx.connected_components(graph):
+        if len(nodes) >= 3:
+            part = nx.current_flow_betweenness_centrality(graph.subgraph(nodes), normalized=False)
+            values.update(part)
+    scale = 2.0 / ((n - 1) * (n - 2)) if n > 2 else 0.0
+    return {node: value * scale for node, value in values.items()}
+
+
 def _centrality_functions() -> dict[str, Callable]:
     import networkx as nx
 
@@ -82,6 +98,7 @@ def _centrality_functions() -> dict[str, Callable]:
         "closeness": nx.closeness_centrality,
         "eigenvector": _eigenvector,
         "pagerank": lambda g: nx.pagerank(g, alpha=0.85),
+        "current_flow": _current_flow,
     }
 
 

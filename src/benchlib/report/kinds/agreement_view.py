@@ -137,8 +137,10 @@ class AgreementView(RunsFigure):
                         )
                     )
             ax.set_title(f"round {index}", fontsize=8)
-            ax.set_xlabel("sender", fontsize=7)
-            ax.set_ylabel("receiver", fontsize=7)
+            if index >= len(matrices) - columns:  # the lowest panel of its column
+                ax.set_xlabel("sender", fontsize=7)
+            if index % columns == 0:  # the first column
+                ax.set_ylabel("receiver", fontsize=7)
         if image is not None:
             bar = figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8)
             if tau is not None:

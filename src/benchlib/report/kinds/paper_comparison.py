@@ -15,8 +15,14 @@ Config entry::
 
 Cells are matched by (paper dataset, malfunction, method, k); the method is the config method's
 implementation name (``fedavg``, ``krum``, ...), so an authors'-variant entry compares with the
-same paper row (the ``variant`` column says which ran). The statistic is the tables' (per-client
-final test metric, mean and population std over all clients), in percent.
+same paper row. The statistic is the tables' (per-client final test metric, mean and population
+std over all clients), in percent.
+
+Two readings: a ``reading`` names which definitions of the methods an experiment ran (the
+default config compares ``femnist`` = the authors' code with ``femnist_faithful`` = the original
+papers). The report opens with one summary row per compared experiment and, per paper dataset,
+one row per method with each reading's mean difference from the paper and share of cells within
+2 paper stds side by side, so a reader sees what the paper's code choices changed.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ PAPER_VALUES = "config/paper_values/lightyear.csv"
 SCALES = {
     "paper": "paper grid (the paper's data, clients, rounds and k)",
     "sample": "CPU sample (smaller data and grid): NOT a reproduction, not comparable",
+    "demo": "demo (another dataset at CPU scale): NOT a reproduction, not comparable",
 }
 COMPARE = {
     "type": "object",
@@ -101,6 +108,7 @@ def compare_frame(
             stats = stats.assign(
                 experiment=exp["experiment"],
                 scale=exp["scale"],
+                reading=exp.get("reading", "-"),
                 dataset=exp["dataset"],
                 malfunction=malfunction,
                 paper_method=stats["method_id"].map(dict(exp["methods"])),
@@ -137,12 +145,105 @@ def kendall_by_column(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "methods", "kendall_tau"])
 
 
+def reading_summary(frame: pd.DataFrame, taus: pd.DataFrame) -> pd.DataFrame:
+    """Per compared experiment: cells run, cells with a paper value, how many lie within 2
+    paper stds, the median |difference| and the mean Kendall tau over its columns."""
+    import pandas as pd
+
+    rows = []
+    for experiment, part in frame.groupby("experiment", sort=False):
+        compared = part.dropna(subset=["paper"])
+        column_taus = taus[taus["experiment"] == experiment]["kendall_tau"].dropna()
+        rows.append(
+            {
+                "experiment": experiment,
+                "cells": len(part),
+                "compared": len(compared),
+                "within": int(compared["within_2std"].astype(bool).sum()),
+                "median_abs_difference": (
+                    float(compared["difference"].abs().median()) if len(compared) else None
+                ),
+                "mean_kendall_tau": float(column_taus.mean()) if len(column_taus) else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def method_by_reading(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (paper dataset, paper method, experiment): the mean difference from the paper over
+    the method's cells with a paper value, and how many of them lie within 2 paper stds."""
+    compared = frame.dropna(subset=["paper"])
+    grouped = compared.groupby(["dataset", "paper_method", "experiment"], sort=False)
+    return grouped.agg(
+        cells=("difference", "size"),
+        mean_difference=("difference", "mean"),
+        within=("within_2std", lambda w: int(w.astype(bool).sum())),
+    ).reset_index()
+
+
 def _num(value: Any, digits: int = 1) -> str:
     return "-" if value is None or value != value else f"{value:.{digits}f}"
 
 
+def _summary_lines(
+    experiments: dict[str, dict[str, Any]], frame: pd.DataFrame, taus: pd.DataFrame
+) -> list[str]:
+    """One row per compared experiment: its reading, scale and agreement with the paper."""
+    lines = [
+        "## Summary per compared run",
+        "",
+        "| experiment | reading | scale | cells | with a paper value | within 2 std | "
+        "median abs. difference | mean Kendall tau |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in reading_summary(frame, taus).itertuples():
+        exp = experiments[row.experiment]
+        lines.append(
+            f"| {exp['title']} | {exp.get('reading', '-')} | {exp['scale']} | {row.cells} | "
+            f"{row.compared} | {row.within} | {_num(row.median_abs_difference)} | "
+            f"{_num(row.mean_kendall_tau, 2)} |"
+        )
+    return [*lines, ""]
+
+
+def _readings_lines(experiments: dict[str, dict[str, Any]], frame: pd.DataFrame) -> list[str]:
+    """Per paper dataset run in more than one reading: one row per method, the readings'
+    mean differences from the paper side by side."""
+    lines: list[str] = []
+    for dataset, part in method_by_reading(frame).groupby("dataset", sort=False):
+        runs = list(dict.fromkeys(part["experiment"]))
+        if len(runs) < 2:
+            continue
+        names = [f"{experiments[r].get('reading', r)} ({r})" for r in runs]
+        lines += [
+            f"## {dataset}: both readings per method",
+            "",
+            "Mean difference from the paper (ours - paper, percentage points) over the "
+            "method's cells, and the cells within 2 paper stds.",
+            "",
+            "| method | " + " | ".join(names) + " |",
+            "|---|" + "---|" * len(runs),
+        ]
+        order = [m for r in runs for _, m in experiments[r]["methods"]]
+        for method in dict.fromkeys(m for m in order if m in set(part["paper_method"])):
+            rows = part[part["paper_method"] == method]
+            cells = []
+            for run in runs:
+                hit = rows[rows["experiment"] == run]
+                cells.append(
+                    "-"
+                    if hit.empty
+                    else f"{_num(hit['mean_difference'].iloc[0])} "
+                    f"({int(hit['within'].iloc[0])} of {int(hit['cells'].iloc[0])})"
+                )
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
 def markdown(spec: dict[str, Any], frame: pd.DataFrame, taus: pd.DataFrame, figure: str) -> str:
     """The report text."""
+    experiments = {exp["experiment"]: exp for exp in spec_value(spec, "experiments")}
     lines = [f"# {spec_value(spec, 'title')}", ""]
     lines += [
         "Ours: per-client final test metric, mean and population std over all clients "
@@ -168,6 +269,8 @@ def markdown(spec: dict[str, Any], frame: pd.DataFrame, taus: pd.DataFrame, figu
         "",
         f"![ours vs. paper]({figure})",
         "",
+        *_summary_lines(experiments, frame, taus),
+        *_readings_lines(experiments, frame),
     ]
     for (experiment, malfunction), part in frame.groupby(["experiment", "malfunction"], sort=True):
         table = part["table"].dropna()
@@ -198,12 +301,25 @@ def markdown(spec: dict[str, Any], frame: pd.DataFrame, taus: pd.DataFrame, figu
 
 
 def plot_comparison(frame: pd.DataFrame, title: str, pdf: Path) -> None:
-    """Ours vs. the paper's mean per cell, one colour per method, the diagonal drawn."""
+    """Ours vs. the paper's mean per cell, one colour per (paper) method and one marker per
+    reading, the diagonal drawn."""
     plt = pyplot()
     compared = frame.dropna(subset=["paper"])
     figure, ax = plt.subplots(figsize=(4.2, 4.0))
-    for method, part in compared.groupby("method_id", sort=True):
-        ax.scatter(part["paper"], part["ours"], s=14, label=method)
+    readings = list(dict.fromkeys(compared["reading"]))
+    markers = dict(zip(readings, "o^sDvP*X", strict=False))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, (method, part) in enumerate(compared.groupby("paper_method", sort=True)):
+        for reading, cells in part.groupby("reading", sort=False):
+            label = method if len(readings) == 1 else f"{method} ({reading})"
+            ax.scatter(
+                cells["paper"],
+                cells["ours"],
+                s=14,
+                color=colours[index % len(colours)],
+                marker=markers.get(reading, "o"),
+                label=label,
+            )
     ax.plot([0, 100], [0, 100], color="grey", lw=0.8, ls="--")
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)

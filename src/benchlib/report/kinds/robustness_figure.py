@@ -143,7 +143,11 @@ class RobustnessFigure(ReportKind):
     }
 
     def implicit(self, config: Config) -> dict[str, dict[str, Any]]:
-        return {f"{e}_robustness": {"experiments": [e]} for e in config.experiments}
+        return {
+            f"{e}_robustness": {"experiments": [e]}
+            for e, exp in config.experiments.items()
+            if exp.get("default_reports", True)
+        }
 
     def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
         experiments = params["experiments"]

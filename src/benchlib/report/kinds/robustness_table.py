@@ -2,7 +2,8 @@
 clients k as columns, cells ``mean $\\pm$ std`` across clients of one per-client test metric
 (default accuracy, in percent).
 
-Every experiment yields one per malfunction, named ``<experiment>_<malfunction>``. Config entry::
+Every experiment yields one per malfunction, named ``<experiment>_<malfunction>`` (none with
+``default_reports: false``). Config entry::
 
     reports:
       ultrasound_ana: {kind: robustness_table, experiment: ultrasound, malfunction: ana,
@@ -108,6 +109,7 @@ class RobustnessTable(ReportKind):
         return {
             f"{e}_{m}": {"experiment": e, "malfunction": m}
             for e, exp in config.experiments.items()
+            if exp.get("default_reports", True)
             for m in exp["malfunctions"]
         }
 

@@ -36,12 +36,17 @@ SCOPES = {"if": "clients", "oof": "held_out_clients"}
 
 
 def cell_value(metrics: dict[str, Any], scope: str, column: str, where: str) -> float:
-    """Mean of ``column`` over the scope's clients of one metrics.json."""
+    """Mean of ``column`` over the scope's clients of one metrics.json.
+
+    Clients whose value is undefined (``null``: e.g. ROC-AUC of a test set holding one class, as
+    small eICU hospitals have) are left out; at least one client must have a value.
+    """
     key = SCOPES[scope]
     clients = metrics.get(key) or []
     require(bool(clients), f"{where} has no {key}; an OOF row needs held-out clients (held_out)")
-    values = [c.get(column) for c in clients]
-    require(all(v is not None for v in values), f"{where}: {column} is missing or not finite")
+    require(all(column in c for c in clients), f"{where}: {column} is missing")
+    values = [c[column] for c in clients if c[column] is not None]
+    require(bool(values), f"{where}: {column} is undefined or not finite for every client")
     return float(sum(values) / len(values))
 
 

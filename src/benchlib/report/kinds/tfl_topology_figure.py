@@ -81,6 +81,8 @@ class TflTopologyFigure(ReportKind):
         return [spec["metrics"]]
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
+        from matplotlib.ticker import MaxNLocator
+
         plt = pyplot()
 
         check_outputs(self, outputs)
@@ -122,6 +124,7 @@ class TflTopologyFigure(ReportKind):
             right.plot(range(len(lam)), [row[k] for row in lam],
                        color=colours[group_of(groups, client)], lw=0.9)  # fmt: skip
         right.set_xlabel("round")
+        right.xaxis.set_major_locator(MaxNLocator(integer=True))
         right.set_ylabel(r"client weight $\lambda_k$")
         fig.suptitle(spec["title"], fontsize=10)
         fig.tight_layout()

@@ -1,0 +1,39 @@
+"""The engine side of saved predictions (:mod:`benchlib.saved_predictions`): after the last
+round, each scored client's chosen test samples are predicted with the model the client is
+scored with (held-out clients: the method's held-out model) and encoded into metrics.json."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from benchlib.errors import require
+from benchlib.saved_predictions import chosen_positions, encode_array
+from benchlib.tasks.segmentation import pixel_predictions
+
+if TYPE_CHECKING:
+    from benchlib.fl.engine import Cell
+
+
+def saved_predictions(cell: Cell, n: int) -> dict[str, Any]:
+    """``{"samples_per_client": n, "clients": {client: {"rows", "masks"}}}`` of a finished cell."""
+    require(
+        cell.task.name == "segmentation",
+        f"training.save_predictions saves class maps of segmentation cells; this cell's task is "
+        f"{cell.task.name}: remove save_predictions",
+    )
+    scored = [(c, cell._evaluation_vector(c)) for c in cell.federation]
+    if cell.held_out:
+        vector = cell._held_out_vector()
+        scored += [(c, vector) for c in cell.held_out]
+    clients = {}
+    for client, vector in sorted(scored, key=lambda item: item[0]):
+        test_rows = cell.clients[client].rows["test"]
+        rows = np.asarray(test_rows[chosen_positions(len(test_rows), n)], dtype=np.int64)
+        if len(rows) == 0:
+            continue
+        outputs = cell.outputs(vector, rows, client)
+        classes = pixel_predictions(outputs.float()).cpu().numpy().astype(np.uint8)
+        clients[str(client)] = {"rows": rows.tolist(), "masks": encode_array(classes)}
+    return {"samples_per_client": int(n), "clients": clients}

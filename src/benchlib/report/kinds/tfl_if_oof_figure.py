@@ -1,0 +1,114 @@
+"""In-federation (IF) vs out-of-federation (OOF) bars per method (TFL Figures 1 and 8).
+
+One panel per entry of ``panels`` (an experiment, e.g. one held-out region of a
+leave-one-region-out grid); in each, one pair of bars per method: the mean test metric over the
+federation's clients (IF, their own test data) and over the held-out clients (OOF), each the mean
+over seeds of the cell's client mean, with the std over seeds as error bar. Config entry::
+
+    reports:
+      tfl_fig8:
+        kind: tfl_if_oof_figure
+        metric: roc_auc
+        methods: [fedavg, tfl]
+        panels:
+          - {label: WEST held out, experiment: tfl_eicu_loro__held_out_58_59_60}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from benchlib.errors import require
+from benchlib.report.base import register_kind
+from benchlib.report.figures import pyplot
+from benchlib.report.kinds.history import RunsFigure
+from benchlib.report.kinds.tfl_runs import cell_runs, check_scope, read_json, scope_mean
+from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
+
+if TYPE_CHECKING:
+    from benchlib.config import Config
+
+SCOPE_NAMES = {"if": "IF", "oof": "OOF"}
+
+
+def if_oof_values(
+    spec: dict[str, Any], inputs: list[Path]
+) -> dict[tuple[str, str, str], list[float]]:
+    """(panel label, method id, "if"/"oof") -> the per-seed client means."""
+    found: dict[tuple[str, str, str], list[float]] = {}
+    for run, path in zip(spec["runs"], inputs, strict=True):
+        metrics = read_json(path, "metrics file")
+        for scope in SCOPE_NAMES:
+            value = scope_mean(metrics, scope, spec["metric"], str(path))
+            found.setdefault((run["panel"], run["method"], scope), []).append(value)
+    return found
+
+
+@register_kind
+class TflIfOofFigure(RunsFigure):
+    name = "tfl_if_oof_figure"
+    required = ("panels", "methods")
+    params: ClassVar[dict[str, Any]] = {
+        "panels": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["label", "experiment"],
+                "properties": {"label": {"type": "string"}, "experiment": {"type": "string"}},
+            },
+        },
+        "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+        "metric": {"type": "string", "pattern": METRIC_PATTERN},
+        "title": {"type": "string"},
+    }
+
+    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+        labels = [p["label"] for p in params["panels"]]
+        require(len(set(labels)) == len(labels), f"reports.{name}: panel labels must differ")
+        runs = []
+        for panel in params["panels"]:
+            check_scope(config, name, panel["experiment"], "oof")
+            for run in cell_runs(config, name, [panel["experiment"]], params["methods"]):
+                runs.append({**run, "panel": panel["label"]})
+        display = MetricDisplay.resolve(params.get("metric", "roc_auc"))
+        return {
+            "name": name,
+            **display.as_spec(),
+            "panels": labels,
+            "methods": [[m, config.method_label(m)] for m in params["methods"]],
+            "runs": runs,
+            "title": params.get("title", name),
+        }
+
+    def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:
+        import numpy as np
+
+        plt = pyplot()
+        display = MetricDisplay.from_spec(spec)
+        values = if_oof_values(spec, inputs)
+        panels, methods = spec["panels"], spec["methods"]
+        fig, axes = plt.subplots(
+            1, len(panels), figsize=(1.2 + 0.9 * len(methods) * len(panels), 3.4), sharey=True,
+            squeeze=False,
+        )  # fmt: skip
+        x = np.arange(len(methods))
+        width = 0.38
+        for ax, panel in zip(axes[0], panels, strict=True):
+            for offset, (scope, label) in zip((-width / 2, width / 2), SCOPE_NAMES.items(),
+                                               strict=True):  # fmt: skip
+                seeds = [values[(panel, m, scope)] for m, _ in methods]
+                means = [display.scale(float(np.mean(v))) for v in seeds]
+                stds = [display.scale(float(np.std(v))) for v in seeds]
+                ax.bar(x + offset, means, width, yerr=stds if max(len(v) for v in seeds) > 1
+                       else None, label=label, color="tab:blue" if scope == "if" else "tab:red",
+                       capsize=2)  # fmt: skip
+            ax.set_xticks(x, [label for _, label in methods], rotation=30, ha="right")
+            ax.set_title(panel, fontsize=9)
+        axes[0][0].set_ylabel(f"test {display.label}{' (%)' if display.percent else ''}")
+        axes[0][-1].legend(fontsize=8, frameon=False)
+        fig.suptitle(spec["title"], fontsize=10)
+        fig.tight_layout()
+        return fig

@@ -1,0 +1,126 @@
+"""A test metric per communication round, one line per method (TFL Figure 7: ROC-AUC vs round).
+
+Reads the cells' ``history.round_metrics`` (recorded when the dataset's
+``training.round_metrics`` names the metric): per round, the mean over the scope's clients
+(default OOF, the held-out clients; clients whose value is undefined, e.g. a one-class test set,
+are skipped), then the mean over seeds, with the std over seeds as a band. Config entry::
+
+    reports:
+      tfl_fig7:
+        kind: tfl_round_figure
+        experiment: tfl_eicu
+        methods: [fedavg, fedprox, drfa, fedsr, tfl]
+        metric: roc_auc
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from benchlib.errors import require
+from benchlib.report.base import register_kind
+from benchlib.report.figures import pyplot
+from benchlib.report.kinds.history import RunsFigure
+from benchlib.report.kinds.tfl_runs import cell_runs, check_scope, read_json, scope_schema
+from benchlib.report.kinds.tfl_table import SCOPES
+from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
+
+if TYPE_CHECKING:
+    from benchlib.config import Config
+
+
+def round_means(metrics: dict[str, Any], scope: str, metric: str, where: str) -> list[float]:
+    """Per round, the mean ``metric`` over the scope's clients (NaN when none is defined)."""
+    rounds = metrics.get("history", {}).get("round_metrics") or []
+    require(
+        bool(rounds),
+        f"{where} records no per-round test metrics; set training.round_metrics: [{metric}] in "
+        "the dataset and rerun the cell",
+    )
+    out = []
+    for index, entry in enumerate(rounds):
+        clients = entry.get(SCOPES[scope]) or []
+        require(bool(clients), f"{where}: round {index} has no {SCOPES[scope]}")
+        require(
+            all(metric in c for c in clients),
+            f"{where}: round {index} lacks {metric}; add it to training.round_metrics",
+        )
+        defined = [c[metric] for c in clients if c[metric] is not None]
+        out.append(sum(defined) / len(defined) if defined else float("nan"))
+    return out
+
+
+@register_kind
+class TflRoundFigure(RunsFigure):
+    name = "tfl_round_figure"
+    required = ("experiment", "methods")
+    params: ClassVar[dict[str, Any]] = {
+        "experiment": {"type": "string"},
+        "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+        "metric": {"type": "string", "pattern": METRIC_PATTERN},
+        "scope": scope_schema(),
+        "title": {"type": "string"},
+    }
+
+    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+        experiment = params["experiment"]
+        runs = cell_runs(config, name, [experiment], params["methods"])
+        scope = params.get("scope", "oof")
+        check_scope(config, name, experiment, scope)
+        metric = params.get("metric", "roc_auc")
+        dataset = config.datasets[config.experiments[experiment]["dataset"]]
+        tracked = dataset["training"].get("round_metrics", [])
+        require(
+            metric in tracked,
+            f"reports.{name}: experiment {experiment} records no per-round {metric}; add it to "
+            f"datasets.{config.experiments[experiment]['dataset']}.training.round_metrics",
+        )
+        return {
+            "name": name,
+            **MetricDisplay.resolve(metric).as_spec(),
+            "scope": scope,
+            "methods": [[m, config.method_label(m)] for m in params["methods"]],
+            "runs": runs,
+            "title": params.get("title", name),
+        }
+
+    def curves(self, spec: dict[str, Any], inputs: list[Path]) -> dict[str, list[list[float]]]:
+        """method id -> per seed, the per-round scope means (unscaled)."""
+        found: dict[str, list[list[float]]] = {m: [] for m, _ in spec["methods"]}
+        for run, path in zip(spec["runs"], inputs, strict=True):
+            metrics = read_json(path, "metrics file")
+            found[run["method"]].append(
+                round_means(metrics, spec["scope"], spec["metric"], str(path))
+            )
+        return found
+
+    def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:
+        import numpy as np
+        from matplotlib.ticker import MaxNLocator
+
+        plt = pyplot()
+        display = MetricDisplay.from_spec(spec)
+        curves = self.curves(spec, inputs)
+        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        for method_id, label in spec["methods"]:
+            seeds = curves[method_id]
+            require(bool(seeds), f"figure {spec['name']}: no cells of {method_id}")
+            require(
+                len({len(s) for s in seeds}) == 1,
+                f"figure {spec['name']}: the seeds of {method_id} ran different numbers of rounds",
+            )
+            data = display.scale(1.0) * np.asarray(seeds, dtype=float)
+            mean, std = np.nanmean(data, axis=0), np.nanstd(data, axis=0)
+            rounds = np.arange(1, data.shape[1] + 1)
+            (line,) = ax.plot(rounds, mean, marker="o", ms=2.5, lw=1.2, label=label)
+            if len(seeds) > 1:
+                ax.fill_between(rounds, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+        scope = "OOF" if spec["scope"] == "oof" else "IF"
+        ax.set_xlabel("communication round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(f"{scope} test {display.label}{' (%)' if display.percent else ''}")
+        ax.legend(fontsize=8, frameon=False)
+        ax.set_title(spec["title"], fontsize=10)
+        fig.tight_layout()
+        return fig
