@@ -38,7 +38,9 @@ def _workdir(tmp_path, monkeypatch):
 def test_weights_paths_follow_torchvision_file_names():
     assert weights_path("densenet121", {}) == "results/weights/densenet121-a639ec97.pth"
     assert weights_path("efficientnet_b0", {}).endswith("efficientnet_b0_rwightman-7f5810bc.pth")
-    assert set(WEIGHTS_URLS) == {"densenet121", "efficientnet_b0"}
+    assert weights_path("resnet18", {}) == "results/weights/resnet18-f37072fd.pth"
+    assert weights_path("resnet50", {}) == "results/weights/resnet50-0676ba61.pth"
+    assert set(WEIGHTS_URLS) == {"densenet121", "efficientnet_b0", "resnet18", "resnet50"}
     with pytest.raises(BenchlibError, match="carries no sha256 prefix"):
         weights_path("densenet121", {"weights_url": "http://127.0.0.1:9/densenet.pth"})
 
@@ -59,6 +61,26 @@ def test_efficientnet_b0_loads_a_saved_state_dict_except_the_head(tmp_path):
         else:
             assert torch.equal(mine[key], value), key
     assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 8)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnet50"])
+def test_resnets_load_imagenet_weights_except_fc(tmp_path, name):
+    from torchvision import models
+
+    torch.manual_seed(1)
+    imagenet = getattr(models, name)(weights=None)
+    path = save_hub_file(imagenet.state_dict(), tmp_path / "results/weights", name)
+    params = {"pretrained": True, "weights_url": f"http://127.0.0.1:9/{path.name}"}
+    torch.manual_seed(2)
+    model = build_model(name, 7, (3, 64, 64), params)
+    mine = model.state_dict()
+    for key, value in imagenet.state_dict().items():
+        if key.startswith("fc."):
+            assert mine[key].shape[0] == 7  # PACS: a new head for 7 classes
+        else:
+            assert torch.equal(mine[key], value), key
+    with pytest.raises(BenchlibError, match="3 input channels"):
+        build_model(name, 7, (1, 64, 64), params)
 
 
 def test_densenet121_reads_torchvisions_old_key_names(tmp_path):

@@ -279,3 +279,24 @@ def test_current_flow_centrality_by_hand():
     np.testing.assert_allclose(centrality(path, "current_flow"), [0, 1 / 3, 0, 0])
     np.testing.assert_allclose(centrality(np.zeros((2, 2), dtype=int), "current_flow"), [0, 0])
     assert TFL(centrality="current_flow").centrality == "current_flow"
+
+
+def test_time_figure_refuses_a_cell_without_rounds(tmp_path):
+    run = {**write_run(tmp_path, "a", [0.9], [0.5]), "method": "fedavg", "experiment": "A"}
+    metrics = json.loads(Path(run["path"]).read_text())
+    metrics["history"] = {}
+    Path(run["path"]).write_text(json.dumps(metrics))
+    spec = {"name": "f2", "metric": "roc_auc", "metric_label": "ROC-AUC", "percent": True,
+            "decimals": 1, "scope": "oof", "runs": [run], "title": "F2",
+            "methods": [["fedavg", "FedAvg"]]}  # fmt: skip
+    with pytest.raises(BenchlibError, match="records no rounds"):
+        get_kind("tfl_time_figure").draw(spec, paths([run]))
+
+
+def test_topology_figure_names_a_missing_metrics_file(tmp_path):
+    missing = tmp_path / "absent" / "metrics.json"
+    spec = {"name": "f", "metrics": str(missing), "update": -1, "title": "t",
+            "node_groups": {"x": [0, 1]}}  # fmt: skip
+    with pytest.raises(BenchlibError, match="not found; run its cell first"):
+        outs = [tmp_path / "f.pdf", tmp_path / "f.png"]
+        get_kind("tfl_topology_figure").render(spec, [missing], outs)

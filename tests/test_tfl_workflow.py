@@ -115,6 +115,8 @@ def test_default_config_has_the_tfl_tables():
     assert len(table9.inputs) == 60
     officehome = config.datasets["tfl_officehome__held_out_15_16_17_18_19"]
     assert (officehome["model"]["name"], officehome["training"]["batch_size"]) == ("resnet50", 64)
+    for dataset in ("tfl_pacs__held_out_0_1_2_3_4", "tfl_officehome__held_out_0_1_2_3_4"):
+        assert config.datasets[dataset]["model"]["params"] == {"pretrained": True}  # ImageNet
 
 
 TINY = {

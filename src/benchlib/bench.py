@@ -13,7 +13,9 @@ steps of a small FEMNIST CNN with ``data_mode: stream`` on clients whose rows ar
 the whole file (the file's page cache is dropped first, where the kernel allows), and the same
 number of steps with ``data_mode: resident`` on a subset that fits in memory. A background
 thread samples the process's anonymous resident memory (``RssAnon``; the page cache of the
-memory-mapped store counts as ``RssFile``, not anon) every 20 ms.
+memory-mapped store counts as ``RssFile``, not anon) every 20 ms. The streamed round runs twice,
+each on a cold page cache: with ``training.prefetch: 0`` (every step gathers its own batch) and
+with batches gathered ahead by background threads (:mod:`benchlib.fl.prefetch`).
 
 Both print tables; no timing is asserted anywhere.
 """
@@ -40,6 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from benchlib.bench_flower import FlowerWorkload, flower_missing, max_difference, run_flower_cell
 from benchlib.data.registry import get_dataset
 from benchlib.data.split import SPLIT_COLUMNS, SplitSpec, make_split, write_split
 from benchlib.data.store import INDEX_FILE, MANIFEST_FILE, PIXELS_FILE, load_store
@@ -63,7 +66,7 @@ TRAINING = {
 
 
 # ------------------------------------------------------------------------- engine overhead
-def _spec(method: str, clients: int) -> dict[str, Any]:
+def _spec(method: str, clients: int, **training: Any) -> dict[str, Any]:
     return {
         "experiment": "bench",
         "dataset": "mnist5k",
@@ -75,7 +78,7 @@ def _spec(method: str, clients: int) -> dict[str, Any]:
         "seed": 0,
         "clients": clients,
         "model": {"name": "femnist_cnn", "params": {}},
-        "training": TRAINING,
+        "training": {**TRAINING, **training},
         "malfunction_params": {},
     }
 
@@ -127,6 +130,23 @@ def _median_times(funcs: dict[str, Callable[[], None]], repeats: int) -> dict[st
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def _bench_data(
+    folder: Path, store: Path | None, clients: int, samples: int
+) -> tuple[Path, Path, int]:
+    """(store, split, train rows per client): mnist5k (prepared in ``folder`` unless ``store``)
+    split IID into ``clients`` with about ``samples`` training rows each."""
+    if store is None:
+        store = folder / "store"
+        get_dataset("mnist5k").prepare(store, {})
+    per_client = len(load_store(store).index) // clients
+    val = min(0.4, 100 / per_client)
+    test = min(0.95 - val, max(0.05, 1 - val - samples / per_client))
+    split = folder / "split.csv"
+    write_split(make_split(load_store(store), SplitSpec(clients, "iid", {}, val, test, 0)), split)
+    table = pd.read_csv(split)
+    return store, split, int((table["subset"] == "train").sum()) // clients
+
+
 def run_benchmark(
     rounds: int = 3,
     clients: int = 8,
@@ -142,18 +162,7 @@ def run_benchmark(
     """
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        if store is None:
-            store = Path(tmp) / "store"
-            get_dataset("mnist5k").prepare(store, {})
-        per_client = len(load_store(store).index) // clients
-        val = min(0.4, 100 / per_client)
-        test = min(0.95 - val, max(0.05, 1 - val - samples / per_client))
-        split = Path(tmp) / "split.csv"
-        write_split(
-            make_split(load_store(store), SplitSpec(clients, "iid", {}, val, test, 0)), split
-        )
-        table = pd.read_csv(split)
-        train_size = int((table["subset"] == "train").sum()) // clients
+        store, split, train_size = _bench_data(Path(tmp), store, clients, samples)
         out(
             f"engine overhead: {clients} clients x ~{train_size} train samples, FEMNIST CNN, "
             f"{torch.get_num_threads()} threads, median of {repeats}"
@@ -192,6 +201,53 @@ def run_benchmark(
                 out(f"{method:<10} {phase:<8} {ours:>9.3f} {bare:>9.3f} {ours / bare:>6.2f}")
             results[method] = {phase: ours / bare for phase, (ours, bare) in rows.items()}
     return results
+
+
+def run_flower_comparison(
+    rounds: int = 6,
+    clients: int = 8,
+    samples: int = 400,
+    store: Path | None = None,
+    out: Print = print,
+) -> dict[str, float] | None:
+    """Time a ``rounds``-round FedAvg cell in the engine and in Flower's simulation engine.
+
+    Both train the same workload from the same weights (:mod:`benchlib.bench_flower`); the
+    printed weight difference shows they did the same work. Returns Flower / engine ratios, or
+    None (with a message) when Flower is not installed.
+    """
+    missing = flower_missing()
+    if missing is not None:
+        out(missing)
+        return None
+    cpus = torch.get_num_threads()
+    with tempfile.TemporaryDirectory() as tmp:
+        store, split, train_size = _bench_data(Path(tmp), store, clients, samples)
+        spec = _spec("fedavg", clients, persist_optimizer=False)
+        workload = FlowerWorkload.of_cell(Cell(spec, store, split, device=torch.device("cpu")))
+        cell = Cell(spec, store, split, device=torch.device("cpu"))
+        tick = time.perf_counter()
+        for round_index in range(rounds):
+            cell.run_round(round_index)
+        engine = time.perf_counter() - tick
+        engine_state = copy.deepcopy(cell.scratch)
+        cell.layout.load(engine_state, cell.global_vector)
+        flower = run_flower_cell(workload, rounds, cpus)
+    difference = max_difference(engine_state.state_dict(), flower.final_state)
+    out(
+        f"\nFedAvg cell of {rounds} rounds: {clients} clients x ~{train_size} train samples, "
+        f"{cpus} cores (Flower: {clients} virtual clients on Ray, 1 core and 1 thread each)"
+    )
+    out(f"{'run':<32} {'seconds':>8} {'x engine':>9}")
+    rows = {
+        "engine (benchlib)": engine,
+        "Flower simulation, rounds": flower.rounds_s,
+        "Flower simulation, with start-up": flower.total_s,
+    }
+    for name, seconds in rows.items():
+        out(f"{name:<32} {seconds:>8.2f} {seconds / engine:>9.2f}")
+    out(f"final global models: max |engine - Flower| = {difference:.2e} (same workload)")
+    return {"rounds": flower.rounds_s / engine, "total": flower.total_s / engine}
 
 
 # ------------------------------------------------------------------------- memory sampling
@@ -394,7 +450,9 @@ def write_bench_split(
     table[SPLIT_COLUMNS].to_csv(path, index=False)
 
 
-def _stream_spec(clients: int, batch: int, epochs: int, mode: str, model: dict) -> dict[str, Any]:
+def _stream_spec(
+    clients: int, batch: int, epochs: int, mode: str, model: dict, prefetch: int = 0
+) -> dict[str, Any]:
     return {
         "experiment": "bench_stream",
         "dataset": STREAM_DATASET,
@@ -412,6 +470,7 @@ def _stream_spec(clients: int, batch: int, epochs: int, mode: str, model: dict) 
             "local_epochs": epochs,
             "rounds": 1,
             "data_mode": mode,
+            "prefetch": prefetch,
         },
     }
 
@@ -442,6 +501,7 @@ def _measure(
     gc.collect()
     row = {
         "mode": spec["training"]["data_mode"],
+        "prefetch": spec["training"]["prefetch"],
         "samples": samples,
         "setup_s": setup,
         "seconds": seconds,
@@ -451,8 +511,9 @@ def _measure(
         "disk_read_mb": read / 1024**2 if read >= 0 else float("nan"),
     }
     out(
-        f"  {row['mode']}: set-up {setup:.1f} s, {samples} samples in {seconds:.1f} s "
-        f"(peak RssAnon {row['peak_rss_anon_mb']:.0f} MB)"
+        f"  {row['mode']} (prefetch {row['prefetch']}): set-up {setup:.1f} s, {samples} samples "
+        f"in {seconds:.1f} s (peak RssAnon {row['peak_rss_anon_mb']:.0f} MB, disk read "
+        f"{row['disk_read_mb']:.0f} MB)"
     )
     return row
 
@@ -466,6 +527,7 @@ def run_stream_benchmark(
     store_dir: Path | None = None,
     shape: tuple[int, ...] = STREAM_SHAPE,
     model: dict[str, Any] | None = None,
+    prefetch: int = 2,
     out: Print = print,
 ) -> list[dict[str, Any]]:
     """Stream vs resident training of ``steps`` steps on a generated store of ``size_gib`` GiB.
@@ -475,8 +537,12 @@ def run_stream_benchmark(
     ``1 / resident_epochs`` of those rows, held in memory: the same steps and samples. ``steps``
     is rounded up to a multiple of ``clients * resident_epochs``. ``store_dir``: where the store
     is generated (kept, and reused by a later run with the same size); default a temporary
-    folder removed at the end. Returns one row per mode (stream first).
+    folder removed at the end. Returns one row per mode (stream first), each timed on a cold
+    page cache. Stream runs twice: each step gathering its own batch (``training.prefetch: 0``,
+    the row's numbers) and with ``prefetch`` batches gathered ahead by background threads (the
+    row's ``prefetch_*`` numbers; ``prefetch_speedup`` = its samples/s over the former's).
     """
+    require(prefetch >= 1, f"the prefetch depth compared must be >= 1, got {prefetch}")
     require(size_gib > 0 and steps >= 1 and batch_size >= 1, "size, steps and batch must be > 0")
     require(clients >= 2 and resident_epochs >= 1, "need >= 2 clients and >= 1 resident epoch")
     model = dict(STREAM_MODEL if model is None else model)
@@ -533,6 +599,13 @@ def run_stream_benchmark(
                 out,
             ),
         ]
+        ahead = _measure(
+            _stream_spec(clients, batch_size, 1, "stream", model, prefetch),
+            store,
+            stream_split,
+            samples,
+            out,
+        )
     finally:
         if temporary:
             shutil.rmtree(work, ignore_errors=True)
@@ -540,18 +613,35 @@ def run_stream_benchmark(
     for row in results:
         row["ratio"] = row["samples_per_s"] / resident_speed
         row["store_bytes"] = file_size
+        row["prefetch_seconds"] = row["prefetch_samples_per_s"] = float("nan")
+        row["prefetch_speedup"] = float("nan")
+    results[0]["prefetch_seconds"] = ahead["seconds"]
+    results[0]["prefetch_samples_per_s"] = ahead["samples_per_s"]
+    results[0]["prefetch_speedup"] = ahead["samples_per_s"] / results[0]["samples_per_s"]
+    fetched = f"prefetch {prefetch} samples/s"
     out(
         f"{'mode':<9} {'samples':>8} {'seconds':>8} {'samples/s':>10} "
-        f"{'peak RssAnon MB':>16} {'peak RssFile MB':>16} {'disk read MB':>13} {'ratio':>6}"
+        f"{'peak RssAnon MB':>16} {'peak RssFile MB':>16} {'disk read MB':>13} {'ratio':>6} "
+        f"{fetched:>{len(fetched)}} {'speedup':>8}"
     )
     for row in results:
+        streamed = row["mode"] == "stream"
         out(
             f"{row['mode']:<9} {row['samples']:>8} {row['seconds']:>8.1f} "
             f"{row['samples_per_s']:>10.1f} {row['peak_rss_anon_mb']:>16.0f} "
-            f"{row['peak_rss_file_mb']:>16.0f} {row['disk_read_mb']:>13.0f} {row['ratio']:>6.2f}"
+            f"{row['peak_rss_file_mb']:>16.0f} {row['disk_read_mb']:>13.0f} {row['ratio']:>6.2f} "
+            + (
+                f"{row['prefetch_samples_per_s']:>{len(fetched)}.1f} "
+                f"{row['prefetch_speedup']:>8.2f}"
+                if streamed
+                else f"{'-':>{len(fetched)}} {'-':>8}"
+            )
         )
     out(
         "ratio = samples/s / resident samples/s (same run); RssFile: mapped page cache and "
-        "libraries (not anonymous); disk read: bytes read from storage during the timed round"
+        "libraries (not anonymous); disk read: bytes read from storage during the timed round; "
+        f"the stream columns: training.prefetch 0 (each step gathers its batch); prefetch "
+        f"{prefetch}: {prefetch} batches gathered ahead by background threads, speedup = its "
+        "samples/s / the stream row's"
     )
     return results

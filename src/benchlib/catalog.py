@@ -39,6 +39,7 @@ class MethodEntry:
 METHODS: Registry[MethodEntry] = Registry("method")
 for _name, _entry in {
     "local": MethodEntry("local", "p2p"),
+    "erm": MethodEntry("erm", "star"),
     "fedavg": MethodEntry(
         "fedavg",
         "star",

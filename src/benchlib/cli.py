@@ -225,7 +225,7 @@ def cmd_selections(args: argparse.Namespace) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from benchlib.bench import run_benchmark, run_stream_benchmark
+    from benchlib.bench import run_benchmark, run_flower_comparison, run_stream_benchmark
 
     _set_threads(args.threads)
     if args.device is not None:
@@ -250,6 +250,10 @@ def cmd_bench(args: argparse.Namespace) -> None:
             samples=args.samples or 400,
             repeats=args.repeats,
         )
+        if args.flower_rounds > 0:
+            run_flower_comparison(
+                rounds=args.flower_rounds, clients=args.clients, samples=args.samples or 400
+            )
         return
     if args.stream_dir:
         check_output_dir(Path(args.stream_dir))
@@ -344,6 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="training samples per client (default 400; --device: the paper's on a GPU)",
     )
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--flower-rounds",
+        type=int,
+        default=6,
+        help="rounds of the FedAvg cell timed in the engine and in Flower's simulation engine "
+        "(needs the optional extra: pip install -e '.[bench]'; 0 skips it)",
+    )
     p.add_argument("--threads", type=int, default=None)
     p.add_argument(
         "--stream-gb",

@@ -3,7 +3,9 @@
 A client holds only row numbers into the store's memory-mapped arrays (per subset, in split-file
 order). Each training step gathers its batch's rows, converts them to float on the fly (images:
 uint8 / 255, NCHW), applies the dataset's transforms and moves them to the device (pinned memory
-and non-blocking copies on a GPU). No code path holds a dataset in float.
+and non-blocking copies on a GPU). No code path holds a dataset in float. Training epochs gather
+their next batches in background threads (:mod:`benchlib.fl.prefetch`, ``training.prefetch``)
+while the current step computes.
 
 ``resident`` mode copies the cell's rows once to the device as uint8 (features as float32):
 small stores train faster that way (no page-cache gathers per step); the float values of a batch
@@ -135,20 +137,36 @@ class BatchSource:
         if self.resident:
             where = torch.from_numpy(self._position[rows]).to(self.device)
             return self._inputs[where], self._targets[where]
+        return self.to_device(*self.host_batch(rows))
+
+    def host_batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Stream mode: the raw inputs (as stored) and targets of ``rows`` read into host
+        memory, pinned when the device is a GPU. Safe to call from several threads."""
+        require(not self.resident, "host batches are read only from streamed data")
         x = torch.from_numpy(np.take(self.inputs, rows, axis=0))
         y = self.task.to_target(np.take(self.targets, rows, axis=0))
         if self.device.type == "cuda":
-            return (
-                x.pin_memory().to(self.device, non_blocking=True),
-                y.pin_memory().to(self.device, non_blocking=True),
-            )
+            return x.pin_memory(), y.pin_memory()
+        return x, y
+
+    def to_device(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A :meth:`host_batch` on the device: a non-blocking copy on the current CUDA stream
+        (the caller synchronises before another stream uses it); unchanged on the CPU."""
+        if self.device.type == "cuda":
+            return x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         return x, y
 
     def batch(
         self, rows: np.ndarray, augment_seed: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Float inputs and targets of ``rows``; training transforms when ``augment_seed``."""
-        raw_x, y = self._gather(rows)
+        return self.finish(*self._gather(rows), augment_seed=augment_seed)
+
+    def finish(
+        self, raw_x: torch.Tensor, y: torch.Tensor, augment_seed: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Float inputs (dataset transforms applied) and targets of a raw batch on the device;
+        training augmentation when ``augment_seed``."""
         x = _to_float_inputs(raw_x)
         if not self.resident and raw_x.dtype != torch.uint8:  # float rows read from disk
             require(bool(torch.isfinite(x).all()), "input rows hold NaN/Inf; prepare again")

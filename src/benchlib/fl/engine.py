@@ -43,6 +43,7 @@ from benchlib.fl.loops import predict, train_epoch
 from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction, malicious_clients
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.params import ParamLayout
+from benchlib.fl.prefetch import prefetch_depth
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.fl.transforms import Transforms
 from benchlib.io import sha256_json, write_json_atomic
@@ -88,6 +89,9 @@ class LocalTraining:
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         return build_optimizer(list(model.parameters()), self.training)
 
+    def train_rows(self, client: int) -> np.ndarray:
+        return self.clients[client].rows["train"]
+
     def evaluate(self, client: int, vector: torch.Tensor, subset: str = "val") -> float:
         require(self.evaluator is not None, "this training context cannot evaluate models")
         assert self.evaluator is not None
@@ -111,9 +115,11 @@ class LocalTraining:
         loss_hook: LossHook | None = None,
         stream: str = "train",
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        rows: np.ndarray | None = None,
     ) -> None:
         """Train ``model`` (default: the client's working model) for the local epochs;
-        ``loss_fn(outputs, targets)`` replaces the task loss (FedSR's regularised objective)."""
+        ``loss_fn(outputs, targets)`` replaces the task loss (FedSR's regularised objective);
+        ``rows`` replace the client's training rows (ERM's pooled rows)."""
         model = self.models[client] if model is None else model
         optimizer = self.optimizers[client] if optimizer is None else optimizer
         seed_torch_global(self.seed, f"{stream}/dropout", self.round, client)
@@ -123,12 +129,13 @@ class LocalTraining:
                 model,
                 optimizer,
                 self.source,
-                self.clients[client].rows["train"],
+                self.train_rows(client) if rows is None else rows,
                 int(self.training["batch_size"]),
                 generator,
                 self.loss_fn if loss_fn is None else loss_fn,
                 loss_hook,
                 augment_key=(self.seed, stream, self.round, client, epoch),
+                prefetch=prefetch_depth(self.training),
             )
 
 
@@ -570,6 +577,7 @@ class Cell:
             "clients": [self._client_entry(c, self._evaluation_vector(c)) for c in self.federation],
             "history": self.history.as_dict(),
             "method_summary": self.method.summary(),
+            "transmitted_parameters": self.layout.size,  # entries of one sent model vector
         }
         if self.held_out:
             vector = self._held_out_vector()

@@ -7,8 +7,27 @@ import torch
 from torch import nn
 
 from benchlib.fl.data import BatchSource
+from benchlib.fl.prefetch import Prefetcher
 from benchlib.methods.base import LossHook
 from benchlib.seeding import derive_seed
+
+
+def epoch_plan(
+    source: BatchSource,
+    rows: np.ndarray,
+    order: np.ndarray,
+    batch_size: int,
+    augment_key: tuple[int, str, int, int, int] | None = None,
+) -> list[tuple[np.ndarray, int | None]]:
+    """The epoch's steps: (store rows of the batch, its augmentation seed or None)."""
+    plan = []
+    for number, start in enumerate(range(0, len(rows), batch_size)):
+        seed = None
+        if augment_key is not None and source.transforms.augmentation is not None:
+            seed_value, stream, *keys = augment_key
+            seed = derive_seed(seed_value, f"{stream}/augment", *keys, number)
+        plan.append((rows[order[start : start + batch_size]], seed))
+    return plan
 
 
 def train_epoch(
@@ -21,28 +40,27 @@ def train_epoch(
     loss_fn: nn.Module,
     loss_hook: LossHook | None = None,
     augment_key: tuple[int, str, int, int, int] | None = None,
+    prefetch: int = 0,
 ) -> torch.Tensor:
     """One shuffled pass over ``rows``. Returns the summed loss as a tensor (no host sync).
 
     ``augment_key`` = (seed, stream, round, client, epoch) keys the per-batch augmentation seeds.
+    ``prefetch``: streamed batches gathered ahead by background threads (0: each step gathers
+    its own; the batches are the same either way, see :mod:`benchlib.fl.prefetch`).
     """
     model.train()
     order = torch.randperm(len(rows), generator=generator).numpy()
+    plan = epoch_plan(source, rows, order, batch_size, augment_key)
     total = torch.zeros((), device=source.device)
-    for number, start in enumerate(range(0, len(rows), batch_size)):
-        batch_rows = rows[order[start : start + batch_size]]
-        seed = None
-        if augment_key is not None and source.transforms.augmentation is not None:
-            seed_value, stream, *keys = augment_key
-            seed = derive_seed(seed_value, f"{stream}/augment", *keys, number)
-        x, y = source.batch(batch_rows, augment_seed=seed)
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        if loss_hook is not None:
-            loss = loss + loss_hook(model)
-        loss.backward()
-        optimizer.step()
-        total += loss.detach() * len(batch_rows)
+    with Prefetcher(source, plan, depth=prefetch) as batches:
+        for (batch_rows, _), (x, y) in zip(plan, batches, strict=True):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            if loss_hook is not None:
+                loss = loss + loss_hook(model)
+            loss.backward()
+            optimizer.step()
+            total += loss.detach() * len(batch_rows)
     return total
 
 

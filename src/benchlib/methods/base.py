@@ -97,9 +97,15 @@ class TrainingContext(Protocol):
         loss_hook: LossHook | None = None,
         stream: str = "train",
         loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        rows: np.ndarray | None = None,
     ) -> None:
         """Run the configured local epochs on ``model`` (default the client's working model);
-        ``loss_fn(outputs, targets)``, if given, replaces the task loss."""
+        ``loss_fn(outputs, targets)``, if given, replaces the task loss; ``rows`` (store rows),
+        if given, replace the client's training rows (ERM's pooled data)."""
+        ...
+
+    def train_rows(self, client: int) -> np.ndarray:
+        """The store rows of ``client``'s training subset."""
         ...
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer: ...

@@ -26,6 +26,8 @@ WEIGHTS_DIR = "results/weights"
 WEIGHTS_URLS = {
     "densenet121": "https://download.pytorch.org/models/densenet121-a639ec97.pth",
     "efficientnet_b0": "https://download.pytorch.org/models/efficientnet_b0_rwightman-7f5810bc.pth",
+    "resnet18": "https://download.pytorch.org/models/resnet18-f37072fd.pth",
+    "resnet50": "https://download.pytorch.org/models/resnet50-0676ba61.pth",
 }
 _HASH_PREFIX = re.compile(r"-([a-f0-9]{8,64})\.")
 # torchvision's DenseNet checkpoints predate dots in layer names ("norm.1" for "norm1")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from benchlib.errors import require
 from benchlib.models.pretrained import load_pretrained, weights_path
 from benchlib.models.registry import register_model
 
@@ -46,24 +47,38 @@ def build_densenet121(
     return model
 
 
-@register_model("resnet18")
-def build_resnet18(num_classes: int, image_shape: tuple[int, ...]) -> nn.Module:
-    """torchvision ResNet-18, randomly initialised."""
-    from torchvision.models import resnet18
+def _resnet(
+    name: str, num_classes: int, image_shape: tuple[int, ...], pretrained: bool, weights_url: str
+) -> nn.Module:
+    from torchvision import models
 
-    return _with_input_channels(
-        resnet18(weights=None, num_classes=num_classes), "conv1", image_shape[0]
-    )
+    model = getattr(models, name)(weights=None, num_classes=num_classes)
+    if pretrained:
+        require(
+            image_shape[0] == 3,
+            f"{name}: ImageNet weights need 3 input channels, the data have {image_shape[0]}; "
+            "set pretrained: false",
+        )
+        return load_pretrained(model, weights_path(name, _url(weights_url)), head="fc")
+    return _with_input_channels(model, "conv1", image_shape[0])
+
+
+@register_model("resnet18")
+def build_resnet18(
+    num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
+) -> nn.Module:
+    """torchvision ResNet-18; with ``pretrained`` its ImageNet weights (IMAGENET1K_V1) and a new
+    classifier (TFL: PACS)."""
+    return _resnet("resnet18", num_classes, image_shape, pretrained, weights_url)
 
 
 @register_model("resnet50")
-def build_resnet50(num_classes: int, image_shape: tuple[int, ...]) -> nn.Module:
-    """torchvision ResNet-50, randomly initialised."""
-    from torchvision.models import resnet50
-
-    return _with_input_channels(
-        resnet50(weights=None, num_classes=num_classes), "conv1", image_shape[0]
-    )
+def build_resnet50(
+    num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
+) -> nn.Module:
+    """torchvision ResNet-50; with ``pretrained`` its ImageNet weights (IMAGENET1K_V1) and a new
+    classifier (TFL: OfficeHome)."""
+    return _resnet("resnet50", num_classes, image_shape, pretrained, weights_url)
 
 
 @register_model("efficientnet_b0")

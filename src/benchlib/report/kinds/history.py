@@ -38,13 +38,18 @@ def check_ks(config: Config, experiment: str, ks: list[int]) -> None:
     check_known(config, experiment, "k", ks, lambda k: f"k = {k}")
 
 
-def read_metrics(path: Path) -> dict[str, Any]:
-    """One metrics.json, with one clear error when it is missing or broken."""
-    require(Path(path).is_file(), f"metrics file {path} not found; run its cell first")
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    """A JSON file, with one clear error when it is missing or broken."""
+    require(Path(path).is_file(), f"{what} {path} not found; run its cell first")
     try:
         return json.loads(Path(path).read_text())
     except json.JSONDecodeError as exc:
         raise BenchlibError(f"{path} is not valid JSON; delete it and rerun its cell") from exc
+
+
+def read_metrics(path: Path) -> dict[str, Any]:
+    """One metrics.json, with one clear error when it is missing or broken."""
+    return read_json(path, "metrics file")
 
 
 def round_frame(runs: list[dict[str, Any]], inputs: list[Path]) -> pd.DataFrame:

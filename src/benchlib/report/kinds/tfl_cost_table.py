@@ -24,15 +24,16 @@ from benchlib import __version__
 from benchlib.errors import require
 from benchlib.report.base import ReportKind, check_outputs, register_kind
 from benchlib.report.kinds.tfl_runs import (
-    cell_runs,
-    check_scope,
-    read_json,
-    rounds_of,
+    SCOPE_NAMES,
+    methods_params,
+    methods_spec,
     scope_mean,
-    scope_schema,
-    total_seconds,
+    scoped_runs,
+    seed_mean_std,
+    timed_inputs,
+    timed_runs,
 )
-from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
+from benchlib.report.stats import MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.config import Config
@@ -44,12 +45,9 @@ class TflCostTable(ReportKind):
     output = "table"
     required = ("experiment", "methods")
     params: ClassVar[dict[str, Any]] = {
-        "experiment": {"type": "string"},
-        "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "metric": {"type": "string", "pattern": METRIC_PATTERN},
-        "scope": scope_schema(),
-        "decimals": {"type": "integer", "minimum": 0},
-        "title": {"type": "string"},
+        **methods_params(
+            {"experiment": {"type": "string"}}, decimals={"type": "integer", "minimum": 0}
+        ),
         "caption_note": {"type": "string"},
         "quoted": {
             "type": "object",
@@ -67,9 +65,7 @@ class TflCostTable(ReportKind):
 
     def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
         experiment, methods = params["experiment"], params["methods"]
-        runs = cell_runs(config, name, [experiment], methods)
-        scope = params.get("scope", "oof")
-        check_scope(config, name, experiment, scope)
+        runs, scope = scoped_runs(config, name, [experiment], params)
         quoted = params.get("quoted", {})
         unknown = sorted(set(quoted) - set(methods))
         require(not unknown, f"reports.{name}: quoted names methods not in the table: {unknown}")
@@ -77,51 +73,31 @@ class TflCostTable(ReportKind):
             params.get("metric", "roc_auc"), None, params.get("decimals", 2), None
         )
         return {
-            "name": name,
-            **display.as_spec(),
-            "scope": scope,
-            "methods": [[m, config.method_label(m)] for m in methods],
-            "runs": runs,
-            "title": params.get("title", name),
+            **methods_spec(name, params, config, display, runs, scope=scope),
             "caption_note": params.get("caption_note", ""),
             "quoted": quoted,
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
-        return [p for run in spec["runs"] for p in (run["path"], run["timing"])]
+        return timed_inputs(spec)
 
     def values(self, spec: dict[str, Any], inputs: list[Path]) -> dict[str, dict[str, list[float]]]:
         """method id -> {"value", "seconds", "per_round"}: one entry per seed; "estimated"
         counts the cells whose total is estimated from a resumed run."""
-        require(
-            len(inputs) == 2 * len(spec["runs"]),
-            f"{spec['name']}: expected a metrics.json and a timing.json per run, in spec order",
-        )
-        found: dict[str, dict[str, list[float]]] = {
-            m: {"value": [], "seconds": [], "per_round": [], "estimated": []}
-            for m, _ in spec["methods"]
+        timed = timed_runs(spec, inputs, "table")
+        return {
+            method: {
+                "value": [
+                    scope_mean(t.metrics, spec["scope"], spec["metric"], t.where) for t in runs
+                ],
+                "seconds": [t.seconds for t in runs],
+                "per_round": [t.seconds / t.rounds for t in runs],
+                "estimated": [float(t.estimated) for t in runs],
+            }
+            for method, runs in timed.items()
         }
-        for i, run in enumerate(spec["runs"]):
-            metrics_path, timing_path = Path(inputs[2 * i]), Path(inputs[2 * i + 1])
-            metrics = read_json(metrics_path, "metrics file")
-            timing = read_json(timing_path, "timing file")
-            rounds = rounds_of(metrics)
-            require(rounds > 0, f"{metrics_path} records no rounds")
-            seconds, estimated = total_seconds(timing, rounds, str(timing_path))
-            entry = found[run["method"]]
-            entry["value"].append(
-                scope_mean(metrics, spec["scope"], spec["metric"], str(metrics_path))
-            )
-            entry["seconds"].append(seconds)
-            entry["per_round"].append(seconds / rounds)
-            entry["estimated"].append(float(estimated))
-        for method, entry in found.items():
-            require(bool(entry["value"]), f"table {spec['name']}: no cells of {method}")
-        return found
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        import numpy as np
-
         from benchlib.io import write_text_atomic
         from benchlib.report.latex import render_template
 
@@ -130,10 +106,10 @@ class TflCostTable(ReportKind):
         values = self.values(spec, inputs)
 
         def show(vals: list[float], scale: float, decimals: int) -> str:
-            mean = scale * float(np.mean(vals))
+            mean, std = seed_mean_std(vals)
             if len(vals) == 1:
-                return f"{mean:.{decimals}f}"
-            return f"{mean:.{decimals}f} $\\pm$ {scale * float(np.std(vals)):.{decimals}f}"
+                return f"{scale * mean:.{decimals}f}"
+            return f"{scale * mean:.{decimals}f} $\\pm$ {scale * std:.{decimals}f}"
 
         metric_scale = 100.0 if display.percent else 1.0
         rows, paper = [], []
@@ -165,7 +141,7 @@ class TflCostTable(ReportKind):
             title=spec["title"],
             metric_label=display.label,
             percent=display.percent,
-            scope=spec["scope"].upper(),
+            scope=SCOPE_NAMES[spec["scope"]],
             seeds=seeds,
             estimated=estimated,
             note=spec["caption_note"],

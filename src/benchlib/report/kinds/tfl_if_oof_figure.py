@@ -23,13 +23,21 @@ from benchlib.errors import require
 from benchlib.report.base import register_kind
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.history import RunsFigure
-from benchlib.report.kinds.tfl_runs import cell_runs, check_scope, read_json, scope_mean
-from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
+from benchlib.report.kinds.tfl_runs import (
+    SCOPE_NAMES,
+    cell_runs,
+    check_scope,
+    methods_params,
+    methods_spec,
+    run_metrics,
+    scope_mean,
+    score_label,
+    seed_mean_std,
+)
+from benchlib.report.stats import MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.config import Config
-
-SCOPE_NAMES = {"if": "IF", "oof": "OOF"}
 
 
 def if_oof_values(
@@ -37,51 +45,42 @@ def if_oof_values(
 ) -> dict[tuple[str, str, str], list[float]]:
     """(panel label, method id, "if"/"oof") -> the per-seed client means."""
     found: dict[tuple[str, str, str], list[float]] = {}
-    for run, path in zip(spec["runs"], inputs, strict=True):
-        metrics = read_json(path, "metrics file")
+    for run, metrics, where in run_metrics(spec, inputs):
         for scope in SCOPE_NAMES:
-            value = scope_mean(metrics, scope, spec["metric"], str(path))
+            value = scope_mean(metrics, scope, spec["metric"], where)
             found.setdefault((run["panel"], run["method"], scope), []).append(value)
     return found
+
+
+PANELS = {
+    "type": "array",
+    "minItems": 1,
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["label", "experiment"],
+        "properties": {"label": {"type": "string"}, "experiment": {"type": "string"}},
+    },
+}
 
 
 @register_kind
 class TflIfOofFigure(RunsFigure):
     name = "tfl_if_oof_figure"
     required = ("panels", "methods")
-    params: ClassVar[dict[str, Any]] = {
-        "panels": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["label", "experiment"],
-                "properties": {"label": {"type": "string"}, "experiment": {"type": "string"}},
-            },
-        },
-        "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "metric": {"type": "string", "pattern": METRIC_PATTERN},
-        "title": {"type": "string"},
-    }
+    params: ClassVar[dict[str, Any]] = methods_params({"panels": PANELS}, scope=False)
 
     def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
         labels = [p["label"] for p in params["panels"]]
         require(len(set(labels)) == len(labels), f"reports.{name}: panel labels must differ")
         runs = []
         for panel in params["panels"]:
+            # cell_runs first: it names an unknown experiment before check_scope looks it up
+            panel_runs = cell_runs(config, name, [panel["experiment"]], params["methods"])
             check_scope(config, name, panel["experiment"], "oof")
-            for run in cell_runs(config, name, [panel["experiment"]], params["methods"]):
-                runs.append({**run, "panel": panel["label"]})
+            runs += [{**run, "panel": panel["label"]} for run in panel_runs]
         display = MetricDisplay.resolve(params.get("metric", "roc_auc"))
-        return {
-            "name": name,
-            **display.as_spec(),
-            "panels": labels,
-            "methods": [[m, config.method_label(m)] for m in params["methods"]],
-            "runs": runs,
-            "title": params.get("title", name),
-        }
+        return methods_spec(name, params, config, display, runs, panels=labels)
 
     def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:
         import numpy as np
@@ -100,14 +99,15 @@ class TflIfOofFigure(RunsFigure):
             for offset, (scope, label) in zip((-width / 2, width / 2), SCOPE_NAMES.items(),
                                                strict=True):  # fmt: skip
                 seeds = [values[(panel, m, scope)] for m, _ in methods]
-                means = [display.scale(float(np.mean(v))) for v in seeds]
-                stds = [display.scale(float(np.std(v))) for v in seeds]
+                stats = [seed_mean_std(v) for v in seeds]
+                means = [display.scale(mean) for mean, _ in stats]
+                stds = [display.scale(std) for _, std in stats]
                 ax.bar(x + offset, means, width, yerr=stds if max(len(v) for v in seeds) > 1
                        else None, label=label, color="tab:blue" if scope == "if" else "tab:red",
                        capsize=2)  # fmt: skip
             ax.set_xticks(x, [label for _, label in methods], rotation=30, ha="right")
             ax.set_title(panel, fontsize=9)
-        axes[0][0].set_ylabel(f"test {display.label}{' (%)' if display.percent else ''}")
+        axes[0][0].set_ylabel(score_label(display))
         axes[0][-1].legend(fontsize=8, frameon=False)
         fig.suptitle(spec["title"], fontsize=10)
         fig.tight_layout()

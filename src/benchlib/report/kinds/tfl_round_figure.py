@@ -22,9 +22,16 @@ from benchlib.errors import require
 from benchlib.report.base import register_kind
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.history import RunsFigure
-from benchlib.report.kinds.tfl_runs import cell_runs, check_scope, read_json, scope_schema
+from benchlib.report.kinds.tfl_runs import (
+    by_method,
+    methods_params,
+    methods_spec,
+    run_metrics,
+    scoped_runs,
+    score_label,
+)
 from benchlib.report.kinds.tfl_table import SCOPES
-from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
+from benchlib.report.stats import MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.config import Config
@@ -55,19 +62,11 @@ def round_means(metrics: dict[str, Any], scope: str, metric: str, where: str) ->
 class TflRoundFigure(RunsFigure):
     name = "tfl_round_figure"
     required = ("experiment", "methods")
-    params: ClassVar[dict[str, Any]] = {
-        "experiment": {"type": "string"},
-        "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "metric": {"type": "string", "pattern": METRIC_PATTERN},
-        "scope": scope_schema(),
-        "title": {"type": "string"},
-    }
+    params: ClassVar[dict[str, Any]] = methods_params({"experiment": {"type": "string"}})
 
     def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
         experiment = params["experiment"]
-        runs = cell_runs(config, name, [experiment], params["methods"])
-        scope = params.get("scope", "oof")
-        check_scope(config, name, experiment, scope)
+        runs, scope = scoped_runs(config, name, [experiment], params)
         metric = params.get("metric", "roc_auc")
         dataset = config.datasets[config.experiments[experiment]["dataset"]]
         tracked = dataset["training"].get("round_metrics", [])
@@ -76,24 +75,16 @@ class TflRoundFigure(RunsFigure):
             f"reports.{name}: experiment {experiment} records no per-round {metric}; add it to "
             f"datasets.{config.experiments[experiment]['dataset']}.training.round_metrics",
         )
-        return {
-            "name": name,
-            **MetricDisplay.resolve(metric).as_spec(),
-            "scope": scope,
-            "methods": [[m, config.method_label(m)] for m in params["methods"]],
-            "runs": runs,
-            "title": params.get("title", name),
-        }
+        display = MetricDisplay.resolve(metric)
+        return methods_spec(name, params, config, display, runs, scope=scope)
 
     def curves(self, spec: dict[str, Any], inputs: list[Path]) -> dict[str, list[list[float]]]:
         """method id -> per seed, the per-round scope means (unscaled)."""
-        found: dict[str, list[list[float]]] = {m: [] for m, _ in spec["methods"]}
-        for run, path in zip(spec["runs"], inputs, strict=True):
-            metrics = read_json(path, "metrics file")
-            found[run["method"]].append(
-                round_means(metrics, spec["scope"], spec["metric"], str(path))
-            )
-        return found
+        means = (
+            (run["method"], round_means(metrics, spec["scope"], spec["metric"], where))
+            for run, metrics, where in run_metrics(spec, inputs)
+        )
+        return by_method(spec, means, "figure")
 
     def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:
         import numpy as np
@@ -105,7 +96,6 @@ class TflRoundFigure(RunsFigure):
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
         for method_id, label in spec["methods"]:
             seeds = curves[method_id]
-            require(bool(seeds), f"figure {spec['name']}: no cells of {method_id}")
             require(
                 len({len(s) for s in seeds}) == 1,
                 f"figure {spec['name']}: the seeds of {method_id} ran different numbers of rounds",
@@ -116,10 +106,9 @@ class TflRoundFigure(RunsFigure):
             (line,) = ax.plot(rounds, mean, marker="o", ms=2.5, lw=1.2, label=label)
             if len(seeds) > 1:
                 ax.fill_between(rounds, mean - std, mean + std, color=line.get_color(), alpha=0.2)
-        scope = "OOF" if spec["scope"] == "oof" else "IF"
         ax.set_xlabel("communication round")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel(f"{scope} test {display.label}{' (%)' if display.percent else ''}")
+        ax.set_ylabel(score_label(display, spec["scope"]))
         ax.legend(fontsize=8, frameon=False)
         ax.set_title(spec["title"], fontsize=10)
         fig.tight_layout()

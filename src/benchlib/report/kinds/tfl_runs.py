@@ -1,5 +1,6 @@
-"""Shared helpers of the TFL cost and figure kinds: which cells a report reads, a cell's mean
-metric over its in-federation (IF) or out-of-federation (OOF) clients, and its wall-clock time.
+"""Shared helpers of the TFL cost and figure kinds: their parameters and specs, which cells a
+report reads, reading those cells back grouped by method, a cell's mean metric over its
+in-federation (IF) or out-of-federation (OOF) clients, and its wall-clock time.
 
 No kind is registered here. A cell's wall-clock time comes from its ``timing.json`` (written by
 ``benchlib run`` next to metrics.json): ``round_seconds`` holds the time of every round the last
@@ -11,21 +12,69 @@ their mean times the cell's rounds (flagged ``estimated``).
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from benchlib.errors import BenchlibError, require
+from benchlib.errors import require
 from benchlib.report.base import check_experiments
+from benchlib.report.kinds.history import read_json
 from benchlib.report.kinds.tfl_table import SCOPES, cell_value
+from benchlib.report.stats import METRIC_PATTERN
 
 if TYPE_CHECKING:
     from benchlib.config import Config
+    from benchlib.report.stats import MetricDisplay
+
+T = TypeVar("T")
+
+SCOPE_NAMES = {"if": "IF", "oof": "OOF"}  # scope -> its name in captions and axis labels
+# a parameter listing ids (methods, experiments): at least one
+NAMES_PARAM = {"type": "array", "minItems": 1, "items": {"type": "string"}}
+# the parameters naming the one cell a single-cell figure draws (seed: default the first)
+CELL_PARAMS: dict[str, Any] = {
+    "experiment": {"type": "string"},
+    "method": {"type": "string"},
+    "seed": {"type": "integer", "minimum": 0},
+}
 
 
-def scope_schema() -> dict[str, Any]:
-    """The JSON schema of a report's ``scope`` parameter (``if`` or ``oof``)."""
-    return {"enum": list(SCOPES)}
+# ----------------------------------------------------------------------- parameters and specs
+def methods_params(
+    selection: dict[str, Any], scope: bool = True, **extra: dict[str, Any]
+) -> dict[str, Any]:
+    """JSON-schema params of a kind over several methods' cells, in this order: ``selection``
+    (the cells' experiments), methods, metric, the scope (``if``/``oof``, unless ``scope`` is
+    False), ``extra`` and title."""
+    params = {
+        **selection,
+        "methods": NAMES_PARAM,
+        "metric": {"type": "string", "pattern": METRIC_PATTERN},
+    }
+    if scope:
+        params["scope"] = {"enum": list(SCOPES)}
+    return {**params, **extra, "title": {"type": "string"}}
+
+
+def methods_spec(
+    name: str,
+    params: dict[str, Any],
+    config: Config,
+    display: MetricDisplay,
+    runs: list[dict[str, Any]],
+    **selection: Any,
+) -> dict[str, Any]:
+    """The spec fields of a kind over several methods' cells: name, the metric display,
+    ``selection`` (e.g. the scope), ``[[method id, label]]``, the cells' runs and the title."""
+    return {
+        "name": name,
+        **display.as_spec(),
+        **selection,
+        "methods": [[m, config.method_label(m)] for m in params["methods"]],
+        "runs": runs,
+        "title": params.get("title", name),
+    }
 
 
 def check_methods_of(config: Config, name: str, experiment: str, methods: list[str]) -> None:
@@ -43,6 +92,18 @@ def check_scope(config: Config, name: str, experiment: str, scope: str) -> None:
             f"reports.{name}: scope oof but experiment {experiment} holds out no clients; set "
             "its dataset's held_out",
         )
+
+
+def scoped_runs(
+    config: Config, name: str, experiments: list[str], params: dict[str, Any]
+) -> tuple[list[dict[str, Any]], str]:
+    """(:func:`cell_runs` of the report's methods in ``experiments``, the report's ``scope``
+    parameter (default ``oof``) checked against every experiment)."""
+    runs = cell_runs(config, name, experiments, params["methods"])
+    scope = params.get("scope", "oof")
+    for experiment in experiments:
+        check_scope(config, name, experiment, scope)
+    return runs, scope
 
 
 def cell_runs(
@@ -68,18 +129,91 @@ def cell_runs(
     return runs
 
 
-def read_json(path: Path, what: str) -> dict[str, Any]:
-    """A JSON file, with one clear error when it is missing or broken."""
-    require(Path(path).is_file(), f"{what} {path} not found; run its cell first")
-    try:
-        return json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
-        raise BenchlibError(f"{path} is not valid JSON; delete it and rerun its cell") from exc
+def single_cell(config: Config, name: str, params: dict[str, Any]) -> tuple[str, str]:
+    """(metrics.json of the one cell ``params`` names by :data:`CELL_PARAMS`, the default title
+    "method label, experiment")."""
+    experiment, method = params["experiment"], params["method"]
+    check_experiments(config, [experiment])
+    exp = config.experiments[experiment]
+    require(method in exp["methods"], f"reports.{name}: {experiment} has no method {method}")
+    seed = params.get("seed", exp["seeds"][0])
+    require(seed in exp["seeds"], f"reports.{name}: {experiment} has no seed {seed}")
+    cells = [c for c in config.cells(experiment) if c.method == method and c.seed == seed]
+    require(len(cells) == 1, f"reports.{name}: expected one cell, found {len(cells)}")
+    return f"{cells[0].run_dir}/metrics.json", f"{config.method_label(method)}, {experiment}"
+
+
+# ----------------------------------------------------------------------- reading the cells
+def run_metrics(
+    spec: dict[str, Any], inputs: list[Path]
+) -> Iterator[tuple[dict[str, Any], dict[str, Any], str]]:
+    """(run entry, its metrics.json, the file's path) per run of the spec; ``inputs`` are the
+    runs' metrics files in spec order."""
+    for run, path in zip(spec["runs"], inputs, strict=True):
+        yield run, read_json(path, "metrics file"), str(path)
+
+
+@dataclass(frozen=True)
+class TimedRun:
+    """One run of the spec with its metrics.json and its wall-clock time."""
+
+    run: dict[str, Any]
+    metrics: dict[str, Any]
+    where: str  # the metrics file, for error messages
+    rounds: int
+    seconds: float  # all ``rounds`` rounds
+    estimated: bool  # resumed: ``seconds`` estimated from the rounds measured
+
+
+def timed_inputs(spec: dict[str, Any]) -> list[str]:
+    """The metrics.json and timing.json of every run, in spec order (what :func:`timed_runs`
+    reads)."""
+    return [p for run in spec["runs"] for p in (run["path"], run["timing"])]
+
+
+def timed_runs(spec: dict[str, Any], inputs: list[Path], output: str) -> dict[str, list[TimedRun]]:
+    """:func:`by_method` over the spec's runs with their wall-clock times; ``inputs`` as
+    :func:`timed_inputs`."""
+    require(
+        len(inputs) == 2 * len(spec["runs"]),
+        f"{spec['name']}: expected a metrics.json and a timing.json per run, in spec order",
+    )
+    timed = []
+    for i, run in enumerate(spec["runs"]):
+        metrics_path, timing_path = Path(inputs[2 * i]), Path(inputs[2 * i + 1])
+        metrics = read_json(metrics_path, "metrics file")
+        timing = read_json(timing_path, "timing file")
+        rounds = rounds_of(metrics)
+        require(rounds > 0, f"{metrics_path} records no rounds")
+        seconds, estimated = total_seconds(timing, rounds, str(timing_path))
+        cell = TimedRun(run, metrics, str(metrics_path), rounds, seconds, estimated)
+        timed.append((run["method"], cell))
+    return by_method(spec, timed, output)
+
+
+def by_method(
+    spec: dict[str, Any], values: Iterable[tuple[str, T]], output: str
+) -> dict[str, list[T]]:
+    """method id -> its values in run order, for every method of the spec (each must have at
+    least one cell; ``output`` names the report in that error: table or figure)."""
+    found: dict[str, list[T]] = {m: [] for m, _ in spec["methods"]}
+    for method, value in values:
+        found[method].append(value)
+    for method, entries in found.items():
+        require(bool(entries), f"{output} {spec['name']}: no cells of {method}")
+    return found
 
 
 def scope_mean(metrics: dict[str, Any], scope: str, metric: str, where: str) -> float:
     """Mean test ``metric`` over the scope's clients (IF: federation, OOF: held-out)."""
     return cell_value(metrics, scope, f"test_{metric}", where)
+
+
+def seed_mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and population std (ddof 0) over a method's seeds."""
+    import numpy as np
+
+    return float(np.mean(values)), float(np.std(values))
 
 
 def total_seconds(timing: dict[str, Any], rounds: int, where: str) -> tuple[float, bool]:
@@ -100,3 +234,10 @@ def rounds_of(metrics: dict[str, Any]) -> int:
     history = metrics.get("history", {})
     key = f"val_{metrics.get('primary_metric', 'accuracy')}"
     return len(history.get(key, []))
+
+
+# ----------------------------------------------------------------------- drawing
+def score_label(display: MetricDisplay, scope: str | None = None) -> str:
+    """A figure's score axis: "[IF |OOF ]test <metric>[ (%)]"."""
+    prefix = f"{SCOPE_NAMES[scope]} " if scope else ""
+    return f"{prefix}test {display.label}{' (%)' if display.percent else ''}"

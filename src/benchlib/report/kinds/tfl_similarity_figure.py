@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from benchlib.errors import require
-from benchlib.report.base import check_experiments, register_kind
+from benchlib.report.base import register_kind
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.history import RunsFigure
-from benchlib.report.kinds.tfl_runs import read_json
+from benchlib.report.kinds.tfl_runs import CELL_PARAMS, read_json, single_cell
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,9 +90,7 @@ class TflSimilarityFigure(RunsFigure):
     name = "tfl_similarity_figure"
     required = ("experiment", "method")
     params: ClassVar[dict[str, Any]] = {
-        "experiment": {"type": "string"},
-        "method": {"type": "string"},
-        "seed": {"type": "integer", "minimum": 0},
+        **CELL_PARAMS,
         "reference": {"type": "integer", "minimum": 0},
         "measures": {
             "type": "array",
@@ -104,24 +102,18 @@ class TflSimilarityFigure(RunsFigure):
     }
 
     def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
-        experiment, method = params["experiment"], params["method"]
-        check_experiments(config, [experiment])
-        exp = config.experiments[experiment]
-        require(method in exp["methods"], f"reports.{name}: {experiment} has no method {method}")
+        path, title = single_cell(config, name, params)
+        method = params["method"]
         require(
             config.methods[method].get("method", method) == "tfl",
             f"reports.{name}: method {method} is not TFL; only tfl cells record model similarities",
         )
-        seed = params.get("seed", exp["seeds"][0])
-        require(seed in exp["seeds"], f"reports.{name}: {experiment} has no seed {seed}")
-        cells = [c for c in config.cells(experiment) if c.method == method and c.seed == seed]
-        require(len(cells) == 1, f"reports.{name}: expected one cell, found {len(cells)}")
         return {
             "name": name,
-            "runs": [{"path": f"{cells[0].run_dir}/metrics.json"}],
+            "runs": [{"path": path}],
             "reference": params.get("reference"),
             "measures": list(params.get("measures", MEASURES)),
-            "title": params.get("title", f"{config.method_label(method)}, {experiment}"),
+            "title": params.get("title", title),
         }
 
     def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:

@@ -7,7 +7,14 @@ averaged over seeds (shown ``mean $\\pm$ std`` across seeds when there are sever
 ``columns: methods`` (TFL Tables 4-5: one row per entry, one column per method) or ``columns:
 rows`` (Tables 1, 9: methods as rows, one column per entry, plus the average). Numbers quoted
 from the paper (``quoted: {entry label: {method id: value}}``) appear in their own block,
-marked as quoted, never mixed with ours. Config entry::
+marked as quoted, never mixed with ours.
+
+``centralized`` lists methods (e.g. ``erm``) shown before the federated ones as their own
+"Centralized" column group (``columns: methods``) or row block (``columns: rows``).
+``best_round: true`` (TFL Table 2, ``columns: methods``) shows per method the best round's value
+instead of the final one, the round, and (federated methods) the communicated parameters up to
+it, from the cells' per-round test metrics (``training.round_metrics``). A quoted value is a
+number or ``{value, std, round, c_params}`` (all but ``value`` optional). Config entry::
 
     reports:
       tfl_table4:
@@ -33,6 +40,24 @@ if TYPE_CHECKING:
     from benchlib.config import Config
 
 SCOPES = {"if": "clients", "oof": "held_out_clients"}
+LOWER_IS_BETTER = frozenset({"mse", "mae"})  # the best round of these is the lowest
+
+
+def c_params_millions(best: int, clients: int, parameters: int, transmissions: int) -> float:
+    """Communicated parameters (millions) up to the 0-based round ``best``, in the TFL paper's
+    count: (best + 1) rounds x ``clients`` federation clients x ``parameters`` per model x
+    ``transmissions`` models each client sends per round.
+
+    Derived from the paper's Table 2: FedAvg and FedProx 15.66M at round 6, FedSR 20.88M at
+    round 8, i.e. 2.61M per round (15.66 / 6 = 20.88 / 8); DRFA and TFL 10.44M at round 2, i.e.
+    5.22M per round, twice as much. So the paper counts one model per federation client and
+    round (the same unit for every method, whichever clients a method samples), twice for the
+    two distributionally robust methods, whose dual step exchanges a second model per round
+    (DRFA's snapshot model, TFL's global model for the clients' losses): transmissions 2 for
+    DRFA and TFL, 1 otherwise (the report's ``transmissions``). The 2.61M unit would be 58
+    clients x 45k parameters; the paper does not give its eICU MLP's size.
+    """
+    return (best + 1) * clients * parameters * transmissions / 1e6
 
 
 def cell_value(metrics: dict[str, Any], scope: str, column: str, where: str) -> float:
@@ -50,6 +75,40 @@ def cell_value(metrics: dict[str, Any], scope: str, column: str, where: str) -> 
     return float(sum(values) / len(values))
 
 
+def best_round(curves: list[list[float]], metric: str, where: str) -> int:
+    """0-based round whose mean over the seeds' ``curves`` is best (rounds without any defined
+    value are skipped; the earliest of equals wins)."""
+    import warnings
+
+    import numpy as np
+
+    require(len({len(c) for c in curves}) == 1, f"{where}: the seeds ran different rounds")
+    with warnings.catch_warnings():  # an all-undefined round is NaN, which nanargmin skips
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(np.asarray(curves, dtype=float), axis=0)
+    require(not bool(np.isnan(mean).all()), f"{where}: no round has a defined value")
+    sign = 1.0 if metric in LOWER_IS_BETTER else -1.0
+    return int(np.nanargmin(sign * mean))
+
+
+QUOTED_VALUE = {
+    "oneOf": [
+        {"type": "number"},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["value"],
+            "properties": {
+                "value": {"type": "number"},
+                "std": {"type": "number", "minimum": 0},
+                "round": {"type": "integer", "minimum": 1},
+                "c_params": {"type": "number", "minimum": 0},
+            },
+        },
+    ]
+}
+
+
 @register_kind
 class TflTable(ReportKind):
     name = "tfl_table"
@@ -61,6 +120,12 @@ class TflTable(ReportKind):
         "decimals": {"type": "integer", "minimum": 0},
         "metric_label": {"type": "string"},
         "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+        "centralized": {"type": "array", "items": {"type": "string"}},
+        "best_round": {"type": "boolean"},
+        "transmissions": {
+            "type": "object",
+            "additionalProperties": {"type": "integer", "minimum": 1},
+        },
         "rows": {
             "type": "array",
             "minItems": 1,
@@ -82,16 +147,20 @@ class TflTable(ReportKind):
         "caption_note": {"type": "string"},
         "quoted": {
             "type": "object",
-            "additionalProperties": {"type": "object", "additionalProperties": {"type": "number"}},
+            "additionalProperties": {"type": "object", "additionalProperties": QUOTED_VALUE},
         },
     }
 
     def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
         rows = [dict(r) for r in params["rows"]]
+        centralized = list(params.get("centralized", []))
+        methods = centralized + list(params["methods"])
+        both = sorted(set(centralized) & set(params["methods"]))
+        require(not both, f"reports.{name}: {both} are in both centralized and methods")
         check_experiments(config, sorted({r["experiment"] for r in rows}))
         for row in rows:
             exp = config.experiments[row["experiment"]]
-            missing = [m for m in params["methods"] if m not in exp["methods"]]
+            missing = [m for m in methods if m not in exp["methods"]]
             require(
                 not missing,
                 f"reports.{name}: experiment {row['experiment']} has no methods {missing}",
@@ -106,16 +175,20 @@ class TflTable(ReportKind):
         cells: dict[str, list[str]] = {}
         for experiment in sorted({r["experiment"] for r in rows}):
             for cell in config.cells(experiment):
-                if cell.method in params["methods"]:
+                if cell.method in methods:
                     cells.setdefault(f"{experiment}/{cell.method}", []).append(
                         f"{cell.run_dir}/metrics.json"
                     )
+        metric = params.get("metric", "accuracy")
         display = MetricDisplay.resolve(
-            params.get("metric", "accuracy"),
-            params.get("percent"),
-            params.get("decimals"),
-            params.get("metric_label"),
+            metric, params.get("percent"), params.get("decimals"), params.get("metric_label")
         )
+        best = bool(params.get("best_round", False))
+        transmissions = dict(params.get("transmissions", {}))
+        if best:
+            self._check_round_metrics(name, params, rows, metric, config)
+        unknown = sorted(set(transmissions) - set(params["methods"]))
+        require(not unknown, f"reports.{name}: transmissions names no federated method {unknown}")
         quoted = params.get("quoted", {})
         labels = {r["label"] for r in rows}
         unknown = sorted(set(quoted) - labels)
@@ -124,6 +197,9 @@ class TflTable(ReportKind):
             "name": name,
             **display.as_spec(),
             "methods": [[m, config.method_label(m)] for m in params["methods"]],
+            "centralized": [[m, config.method_label(m)] for m in centralized],
+            "best_round": best,
+            "transmissions": transmissions,
             "rows": rows,
             "columns": params.get("columns", "methods"),
             "average": bool(params.get("average", params.get("columns") == "rows")),
@@ -133,91 +209,244 @@ class TflTable(ReportKind):
             "quoted": quoted,
         }
 
+    @staticmethod
+    def _check_round_metrics(
+        name: str, params: dict[str, Any], rows: list[dict], metric: str, config: Config
+    ) -> None:
+        """``best_round`` needs methods as columns and per-round values of the metric."""
+        require(
+            params.get("columns", "methods") == "methods",
+            f"reports.{name}: best_round needs columns: methods",
+        )
+        for row in rows:
+            dataset = config.experiments[row["experiment"]]["dataset"]
+            tracked = config.datasets[dataset]["training"].get("round_metrics", [])
+            require(
+                metric in tracked,
+                f"reports.{name}: best_round needs per-round {metric}; add it to "
+                f"datasets.{dataset}.training.round_metrics",
+            )
+
     def inputs(self, spec: dict[str, Any]) -> list[str]:
         return [path for key in sorted(spec["cells"]) for path in spec["cells"][key]]
 
-    def values(self, spec: dict[str, Any], inputs: list[Path]) -> dict[tuple[str, str], list]:
-        """(row label, method id) -> per-seed values."""
+    @staticmethod
+    def _metrics_of(spec: dict[str, Any], inputs: list[Path]):
+        """Yield (row, method id, per-seed [(path, metrics.json)]) for every table entry."""
         import json
 
         by_path = {str(p): p for p in inputs}
-        found: dict[tuple[str, str], list[float]] = {}
-        display = MetricDisplay.from_spec(spec)
         for row in spec["rows"]:
-            for method_id, _ in spec["methods"]:
+            for method_id, _ in all_methods(spec):
                 paths = spec["cells"].get(f"{row['experiment']}/{method_id}", [])
                 require(bool(paths), f"table {spec['name']}: no cells of {method_id}")
-                values = []
+                found = []
                 for path in paths:
                     local = by_path.get(path, Path(path))
                     require(local.is_file(), f"{local} not found; run its cell first")
-                    metrics = json.loads(local.read_text())
-                    values.append(cell_value(metrics, row["scope"], display.column, str(local)))
-                found[(row["label"], method_id)] = values
+                    found.append((local, json.loads(local.read_text())))
+                yield row, method_id, found
+
+    def values(self, spec: dict[str, Any], inputs: list[Path]) -> dict[tuple[str, str], list]:
+        """(row label, method id) -> per-seed final values."""
+        column = MetricDisplay.from_spec(spec).column
+        return {
+            (row["label"], method_id): [
+                cell_value(metrics, row["scope"], column, str(path)) for path, metrics in seeds
+            ]
+            for row, method_id, seeds in self._metrics_of(spec, inputs)
+        }
+
+    def best_values(self, spec: dict[str, Any], inputs: list[Path]) -> dict[tuple[str, str], dict]:
+        """(row label, method id) -> {values: per-seed values at the best round, round: that
+        round (0-based), c_params: communicated parameters up to it in millions, None for a
+        centralized method}. The best round is that of the best mean over seeds of the
+        per-round scope means (``history.round_metrics``)."""
+        from benchlib.report.kinds.tfl_round_figure import round_means
+
+        centralized = {m for m, _ in spec.get("centralized", [])}
+        found = {}
+        for row, method_id, seeds in self._metrics_of(spec, inputs):
+            where = f"table {spec['name']}, {row['label']}, {method_id}"
+            curves = [round_means(m, row["scope"], spec["metric"], str(p)) for p, m in seeds]
+            best = best_round(curves, spec["metric"], where)
+            values = [c[best] for c in curves]
+            require(
+                all(v == v for v in values),
+                f"{where}: a seed has no defined value in round {best + 1}",
+            )
+            c_params = None
+            if method_id not in centralized:
+                sizes = {self._model_size(m, str(p)) for p, m in seeds}
+                require(len(sizes) == 1, f"{where}: the seeds differ in clients or model size")
+                ((clients, parameters),) = sizes
+                sends = int(spec["transmissions"].get(method_id, 1))
+                c_params = c_params_millions(best, clients, parameters, sends)
+            found[(row["label"], method_id)] = {
+                "values": values,
+                "round": best,
+                "c_params": c_params,
+            }
         return found
 
-    def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        import numpy as np
+    @staticmethod
+    def _model_size(metrics: dict[str, Any], where: str) -> tuple[int, int]:
+        """(federation clients, parameters of one transmitted model) of one cell."""
+        require(
+            "transmitted_parameters" in metrics,
+            f"{where} does not record transmitted_parameters (the size of the model a client "
+            "sends), which c-params need; rerun the cell with this benchlib",
+        )
+        return len(metrics["clients"]), int(metrics["transmitted_parameters"])
 
+    def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         from benchlib.io import write_text_atomic
         from benchlib.report.latex import render_template
 
         check_outputs(self, outputs)
-        display = MetricDisplay.from_spec(spec)
-        values = self.values(spec, inputs)
-        d = display.decimals
-
-        def show(vals: list[float]) -> str:
-            mean = display.scale(float(np.mean(vals)))
-            if len(vals) == 1:
-                return f"{mean:.{d}f}"
-            return f"{mean:.{d}f} $\\pm$ {display.scale(float(np.std(vals))):.{d}f}"
-
-        def quoted(label: str, method_id: str) -> str:
-            value = spec["quoted"].get(label, {}).get(method_id)
-            return "--" if value is None else f"{value:g}"
-
-        methods, rows = spec["methods"], spec["rows"]
-        if spec["columns"] == "methods":
-            header = [label for _, label in methods]
-            body = [
-                {
-                    "block": row.get("block", ""),
-                    "label": row["label"],
-                    "cells": [show(values[(row["label"], m)]) for m, _ in methods],
-                }
-                for row in rows
-            ]
-            paper = [
-                {"label": row["label"], "cells": [quoted(row["label"], m) for m, _ in methods]}
-                for row in rows
-                if row["label"] in spec["quoted"]
-            ]
-        else:
-            header = [row["label"] for row in rows] + (["Avg."] if spec["average"] else [])
-            body, paper = [], []
-            for method_id, label in methods:
-                means = [float(np.mean(values[(row["label"], method_id)])) for row in rows]
-                cells = [show(values[(row["label"], method_id)]) for row in rows]
-                if spec["average"]:
-                    cells.append(f"{display.scale(float(np.mean(means))):.{d}f}")
-                body.append({"block": "", "label": label, "cells": cells})
-                if any(method_id in spec["quoted"].get(r["label"], {}) for r in rows):
-                    cited = [quoted(r["label"], method_id) for r in rows]
-                    paper.append({"label": label, "cells": cited + ["--"] * spec["average"]})
-        seeds = max(len(v) for v in values.values())
+        best = bool(spec.get("best_round", False))
+        found = self.best_values(spec, inputs) if best else None
+        values = (
+            {key: entry["values"] for key, entry in found.items()}
+            if found is not None
+            else self.values(spec, inputs)
+        )
+        cells = _Cells(spec, values, found)
+        layout = _by_methods(spec, cells) if spec["columns"] == "methods" else _by_rows(spec, cells)
+        sends = spec.get("transmissions", {})
         text = render_template(
             "tfl_table.tex.j2",
             version=__version__,
             name=spec["name"],
             title=spec["title"],
-            metric_label=display.label,
-            percent=display.percent,
-            seeds=seeds,
+            metric_label=cells.display.label,
+            percent=cells.display.percent,
+            seeds=max(len(v) for v in values.values()),
             note=spec["caption_note"],
-            corner="" if spec["columns"] == "methods" else "Method",
-            header=header,
-            rows=body,
-            paper=paper,
+            centralized=[label for _, label in spec.get("centralized", [])],
+            best_round=best,
+            transmissions=[
+                (label, sends[m]) for m, label in spec["methods"] if sends.get(m, 1) != 1
+            ]
+            if best
+            else [],
+            columns=sum(h["span"] for h in layout["header"]),
+            **layout,
         )
         write_text_atomic(outputs[0], text)
+
+
+def all_methods(spec: dict[str, Any]) -> list[list[str]]:
+    """[method id, label] of the centralized methods, then the federated ones."""
+    return [*spec.get("centralized", []), *spec["methods"]]
+
+
+class _Cells:
+    """The shown cells of one (row, method): ours and the paper's, one per sub-column
+    (value; with best_round also round and, for federated methods, c-params)."""
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        values: dict[tuple[str, str], list[float]],
+        found: dict[tuple[str, str], dict] | None,
+    ) -> None:
+        self.spec, self.values, self.found = spec, values, found
+        self.display = MetricDisplay.from_spec(spec)
+        self.central = {m for m, _ in spec.get("centralized", [])}
+
+    def subcolumns(self, method_id: str) -> list[str]:
+        if self.found is None:
+            return ["value"]
+        return ["value", "round"] + ([] if method_id in self.central else ["c_params"])
+
+    def subheader(self, method_id: str) -> list[str]:
+        names = {"value": self.display.label, "round": "round", "c_params": "c-params (M)"}
+        return [names[s] for s in self.subcolumns(method_id)]
+
+    def show(self, values: list[float]) -> str:
+        import numpy as np
+
+        d, scale = self.display.decimals, self.display.scale
+        mean = scale(float(np.mean(values)))
+        if len(values) == 1:
+            return f"{mean:.{d}f}"
+        return f"{mean:.{d}f} $\\pm$ {scale(float(np.std(values))):.{d}f}"
+
+    def ours(self, label: str, method_id: str) -> list[str]:
+        if self.found is None:
+            return [self.show(self.values[(label, method_id)])]
+        entry = self.found[(label, method_id)]
+        shown = {"value": self.show(entry["values"]), "round": str(entry["round"] + 1)}
+        if entry["c_params"] is not None:
+            shown["c_params"] = f"{entry['c_params']:.2f}"
+        return [shown[s] for s in self.subcolumns(method_id)]
+
+    def quoted(self, label: str, method_id: str) -> list[str]:
+        value = self.spec["quoted"].get(label, {}).get(method_id)
+        entry = value if isinstance(value, dict) else {"value": value}
+        cited = [
+            "--" if entry.get(s) is None else f"{entry[s]:g}" for s in self.subcolumns(method_id)
+        ]
+        if entry.get("std") is not None:
+            cited[0] += f" $\\pm$ {entry['std']:g}"
+        return cited
+
+
+def _by_methods(spec: dict[str, Any], cells: _Cells) -> dict[str, Any]:
+    """Template fields of ``columns: methods``: one row per entry, columns per method (under
+    Centralized / Federated group headers when there are centralized methods)."""
+    methods = all_methods(spec)
+    header = [{"label": label, "span": len(cells.subcolumns(m))} for m, label in methods]
+    groups = []
+    if spec.get("centralized"):
+        spans = [h["span"] for h in header]
+        split = sum(spans[: len(spec["centralized"])])
+        groups = [
+            {"label": "Centralized", "first": 2, "last": split + 1},
+            {"label": "Federated", "first": split + 2, "last": sum(spans) + 1},
+        ]
+    subheader = []
+    if cells.found is not None:
+        subheader = [name for m, _ in methods for name in cells.subheader(m)]
+
+    def line(row: dict[str, Any], of) -> list[str]:
+        return [c for m, _ in methods for c in of(row["label"], m)]
+
+    body = [
+        {"block": row.get("block", ""), "label": row["label"], "cells": line(row, cells.ours)}
+        for row in spec["rows"]
+    ]
+    paper = [
+        {"label": row["label"], "cells": line(row, cells.quoted)}
+        for row in spec["rows"]
+        if row["label"] in spec["quoted"]
+    ]
+    return {"corner": "", "groups": groups, "header": header, "subheader": subheader,
+            "rows": body, "paper": paper}  # fmt: skip
+
+
+def _by_rows(spec: dict[str, Any], cells: _Cells) -> dict[str, Any]:
+    """Template fields of ``columns: rows``: one row per method (Centralized and Federated
+    blocks when there are centralized methods), one column per entry, optional average."""
+    import numpy as np
+
+    rows, display = spec["rows"], cells.display
+    header = [{"label": row["label"], "span": 1} for row in rows]
+    header += [{"label": "Avg.", "span": 1}] if spec["average"] else []
+    body, paper = [], []
+    for method_id, label in all_methods(spec):
+        values = [cells.values[(row["label"], method_id)] for row in rows]
+        shown = [cells.show(v) for v in values]
+        if spec["average"]:
+            mean = float(np.mean([float(np.mean(v)) for v in values]))
+            shown.append(f"{display.scale(mean):.{display.decimals}f}")
+        block = ""
+        if spec.get("centralized"):
+            block = "Centralized" if method_id in cells.central else "Federated"
+        body.append({"block": block, "label": label, "cells": shown})
+        if any(method_id in spec["quoted"].get(r["label"], {}) for r in rows):
+            cited = [cells.quoted(r["label"], method_id)[0] for r in rows]
+            paper.append({"label": label, "cells": cited + ["--"] * spec["average"]})
+    return {"corner": "Method", "groups": [], "header": header, "subheader": [],
+            "rows": body, "paper": paper}  # fmt: skip

@@ -15,14 +15,15 @@ the client's topological prior p. Right: the client weights lambda per round. Co
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from benchlib.errors import require
-from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
-from benchlib.report.figures import pyplot, save_figure
+from benchlib.report.base import register_kind
+from benchlib.report.figures import pyplot
+from benchlib.report.kinds.history import RunsFigure
+from benchlib.report.kinds.tfl_runs import CELL_PARAMS, read_json, single_cell
 
 if TYPE_CHECKING:
     from benchlib.config import Config
@@ -44,14 +45,11 @@ def circle_layout(nodes: list[int], node_groups: dict[str, list[int]]) -> dict[i
 
 
 @register_kind
-class TflTopologyFigure(ReportKind):
+class TflTopologyFigure(RunsFigure):
     name = "tfl_topology_figure"
-    output = "figure"
     required = ("experiment", "method")
     params: ClassVar[dict[str, Any]] = {
-        "experiment": {"type": "string"},
-        "method": {"type": "string"},
-        "seed": {"type": "integer", "minimum": 0},
+        **CELL_PARAMS,
         "update": {"type": "integer", "description": "topology update index (default -1, last)"},
         "node_groups": {
             "type": "object",
@@ -61,32 +59,23 @@ class TflTopologyFigure(ReportKind):
     }
 
     def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
-        experiment, method = params["experiment"], params["method"]
-        check_experiments(config, [experiment])
-        exp = config.experiments[experiment]
-        require(method in exp["methods"], f"reports.{name}: {experiment} has no method {method}")
-        seed = params.get("seed", exp["seeds"][0])
-        require(seed in exp["seeds"], f"reports.{name}: {experiment} has no seed {seed}")
-        cells = [c for c in config.cells(experiment) if c.method == method and c.seed == seed]
-        require(len(cells) == 1, f"reports.{name}: expected one cell, found {len(cells)}")
+        path, title = single_cell(config, name, params)
         return {
             "name": name,
-            "metrics": f"{cells[0].run_dir}/metrics.json",
+            "metrics": path,
             "update": params.get("update", -1),
             "node_groups": params.get("node_groups", {}),
-            "title": params.get("title", f"{config.method_label(method)}, {experiment}"),
+            "title": params.get("title", title),
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
         return [spec["metrics"]]
 
-    def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
+    def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:
         from matplotlib.ticker import MaxNLocator
 
         plt = pyplot()
-
-        check_outputs(self, outputs)
-        metrics = json.loads(Path(inputs[0]).read_text())
+        metrics = read_json(inputs[0], "metrics file")
         summary = metrics.get("method_summary", {})
         updates = summary.get("topology") or []
         require(
@@ -128,4 +117,4 @@ class TflTopologyFigure(ReportKind):
         right.set_ylabel(r"client weight $\lambda_k$")
         fig.suptitle(spec["title"], fontsize=10)
         fig.tight_layout()
-        save_figure(fig, outputs[0], outputs[1])
+        return fig
