@@ -310,7 +310,7 @@ def test_paper_config_plans_table_3_and_figures():
     assert (training["rounds"], training["local_epochs"], training["lr"]) == (20, 2, 0.01)
     assert training["batch_size"] == 64 and training["optimizer"] == "sgd"
     table = config.reports["tfl_table3"]
-    assert len(table.inputs) == 5 * 3  # FedAvg, FedProx, DRFA, TFL, ERM x 3 seeds
+    assert len(table.inputs) == 6 * 3  # FedAvg, FedProx, DRFA, FedSR, TFL, ERM x 3 seeds
     assert table.spec["quoted"]["OOF"]["tfl"] == 74.29
     fig5, fig9 = config.reports["tfl_fig5"], config.reports["tfl_fig9"]
     assert fig5.inputs[0] == "results/data/tfl_fets/manifest.json" and len(fig5.inputs) == 5

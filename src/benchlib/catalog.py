@@ -148,6 +148,7 @@ for _name, _entry in {
             "cmi": NON_NEGATIVE,
             "num_samples": {"type": "integer", "minimum": 1},
             "weighting": {"enum": ["samples", "batches", "uniform"]},
+            "dense": {"type": "boolean"},
         },
     ),
     "tfl": MethodEntry(

@@ -88,6 +88,7 @@ class TrainingContext(Protocol):
     training: dict[str, Any]  # the cell's training settings
     layout: VectorLayout
     global_vector: torch.Tensor | None  # star: this round's global model; P2P: None
+    loss_fn: nn.Module  # the task's training loss
 
     def train(
         self,

@@ -14,6 +14,27 @@ and C are each client's private parameters (never transmitted or averaged); the 
 the rest uniformly over the participating clients (the authors' code; ``weighting`` as in
 ``fedavg``). Defaults: z_dim 512 (ResNet18), alpha_L2R 1e-2, alpha_CMI 5e-4 (the README's PACS
 command uses 1e-3), 20 test samples.
+
+Segmentation (``dense: true``, TFL Table 3 on FeTS): the same method per pixel
+(:class:`~benchlib.models.tfl.FedSRSegNet`). The backbone (e.g. ``unet``) outputs ``2 z_dim``
+channels, mu and softplus sigma at every pixel; z is drawn per pixel, a 1x1 convolution maps it
+to the classes, and test predictions average the softmax over the draws per pixel. The objective
+is the task's own loss (e.g. ``dice_ce``; FedSR's cross entropy is the classification case) plus
+the regularisers of every pixel p, averaged over all pixels of the batch:
+
+    task_loss + alpha_L2R mean_p ||z_p||_2 + alpha_CMI mean_p KL(N(C mu_p, C sigma_p) || prior[y_p])
+
+with the prior of pixel p's label. The dense default z_dim is 64: the authors set z_dim to the
+width of the feature the head reads (512 for ResNet18's pooled features, 2048 for ResNet50), and
+the U-Net's last decoder level has 64 channels per pixel. Memory: z, mu and sigma are each one
+64-channel full-resolution map, like the U-Net's own top-level feature maps; measured on the
+``unet`` at 128 x 128 (CPU, batch 2), the tensors kept for the backward pass grow from 315 MiB
+(U-Net and dice_ce) to 403 MiB (z_dim 32: 359, 128: 491), about +28 %; evaluation holds one draw
+at a time.
+
+The engine does not tell ``build_model`` the task today, so ``dense`` is a method parameter (the
+FeTS experiment sets it); ``build_model`` also takes the cell's task (``task``) and then picks the
+dense head for per-pixel targets when ``dense`` is unset.
 """
 
 from __future__ import annotations
@@ -27,7 +48,12 @@ from torch.nn import functional as F
 from benchlib.errors import require
 from benchlib.methods.base import TrainingContext, register_method
 from benchlib.methods.fedavg import FedAvg
-from benchlib.models.tfl import FedSRNet
+from benchlib.models.tfl import FedSRNet, FedSRSegNet
+from benchlib.tasks.base import Task
+
+Z_DIM = 512  # per sample: ResNet18's feature width, the authors' default
+DENSE_Z_DIM = 64  # per pixel: the U-Net's last decoder width (see the module docstring)
+DataLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def fedsr_regularisers(
@@ -40,10 +66,16 @@ def fedsr_regularisers(
     scale: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(L2R, CMI): mean_i ||z_i||_2 and mean_i sum_d KL(N(C mu, C sigma) || N(r_mu_y,
-    softplus(r_sigma_y)))."""
+    softplus(r_sigma_y))).
+
+    Per sample: z, mu, sigma are ``[N, z_dim]`` and labels ``[N]``. Per pixel: ``[N, z_dim, H,
+    W]`` and ``[N, H, W]``; i then runs over every pixel of the batch (dimension 1 is z's).
+    """
     l2r = z.norm(dim=1).mean()
     z_mu, z_sigma = scale * mu, scale * sigma
-    p_mu, p_sigma = r_mu[labels], F.softplus(r_sigma[labels])
+    # the gathered prior has z last; move it to dimension 1 (a no-op per sample)
+    p_mu = r_mu[labels].movedim(-1, 1)
+    p_sigma = F.softplus(r_sigma[labels]).movedim(-1, 1)
     kl = (
         torch.log(p_sigma)
         - torch.log(z_sigma)
@@ -61,38 +93,60 @@ class FedSR(FedAvg):
 
     def __init__(
         self,
-        z_dim: int = 512,
+        z_dim: int | None = None,
         l2r: float = 1e-2,
         cmi: float = 5e-4,
         num_samples: int = 20,
         weighting: str = "uniform",
+        dense: bool | None = None,
     ) -> None:
         super().__init__(weighting=weighting)
-        require(z_dim >= 1, f"fedsr: z_dim must be >= 1, got {z_dim}")
+        require(z_dim is None or z_dim >= 1, f"fedsr: z_dim must be >= 1, got {z_dim}")
         require(l2r >= 0 and cmi >= 0, "fedsr: l2r and cmi must be >= 0")
-        self.z_dim = int(z_dim)
+        self.z_dim = None if z_dim is None else int(z_dim)  # None: Z_DIM or DENSE_Z_DIM
         self.l2r = float(l2r)
         self.cmi = float(cmi)
         self.num_samples = int(num_samples)
+        self.dense = dense
 
-    def build_model(self, build: Callable[[int], nn.Module], num_outputs: int) -> nn.Module:
-        require(num_outputs >= 2, "fedsr needs a classification task")
-        return FedSRNet(build(2 * self.z_dim), self.z_dim, num_outputs, self.num_samples)
+    def build_model(
+        self, build: Callable[[int], nn.Module], num_outputs: int, task: Task | None = None
+    ) -> nn.Module:
+        """FedSR's head on ``build(2 z_dim)``: per pixel when ``dense`` (or, with ``dense``
+        unset, when ``task`` has per-pixel targets), per sample otherwise."""
+        require(num_outputs >= 2, "fedsr needs a classification or segmentation task")
+        dense = self.dense if self.dense is not None else task is not None and is_dense(task)
+        if dense:
+            z_dim = DENSE_Z_DIM if self.z_dim is None else self.z_dim
+            return FedSRSegNet(build(2 * z_dim), z_dim, num_outputs, self.num_samples)
+        z_dim = Z_DIM if self.z_dim is None else self.z_dim
+        return FedSRNet(build(2 * z_dim), z_dim, num_outputs, self.num_samples)
 
-    def loss_fn(self, model: FedSRNet) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-        """The local objective on one batch (uses the draws the forward pass kept)."""
+    def loss_fn(
+        self, model: FedSRNet | FedSRSegNet, data_loss: DataLoss = F.cross_entropy
+    ) -> DataLoss:
+        """The local objective on one batch (uses the draws the forward pass kept):
+        ``data_loss`` (cross entropy per sample; the task's loss per pixel) + the regularisers."""
 
         def loss(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
             assert model.last is not None
             z, mu, sigma = model.last
             prior = model.fedsr_prior
             l2r, cmi = fedsr_regularisers(z, mu, sigma, labels, prior.r_mu, prior.r_sigma, prior.C)
-            return F.cross_entropy(outputs, labels) + self.l2r * l2r + self.cmi * cmi
+            return data_loss(outputs, labels) + self.l2r * l2r + self.cmi * cmi
 
         return loss
 
     def train_client(self, training: TrainingContext, client: int, round: int) -> None:
         model = training.models[client]
+        if isinstance(model, FedSRSegNet):
+            training.train(client, loss_fn=self.loss_fn(model, training.loss_fn))
+            return
         require(isinstance(model, FedSRNet), "fedsr: the client model lacks FedSR's head")
         assert isinstance(model, FedSRNet)
         training.train(client, loss_fn=self.loss_fn(model))
+
+
+def is_dense(task: Task) -> bool:
+    """Whether ``task`` has one target per pixel (segmentation's masks)."""
+    return task.target_kind == "masks"

@@ -1,5 +1,6 @@
 """Models of the TFL paper: the 2-conv CNN of FedAvg (McMahan et al. 2017) that TFL uses on
-CIFAR-10/100 (Table 5), and FedSR's probabilistic representation head (Nguyen et al. 2022)."""
+CIFAR-10/100 (Table 5), and FedSR's probabilistic representation head (Nguyen et al. 2022), per
+sample (:class:`FedSRNet`) and per pixel for segmentation (:class:`FedSRSegNet`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from benchlib.errors import BenchlibError
 from benchlib.models.registry import register_model
 
 
@@ -68,6 +70,11 @@ class FedSRNet(nn.Module):
 
     def representation(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.backbone(x)
+        if h.dim() != 2:
+            raise BenchlibError(
+                f"fedsr: the model outputs {tuple(h.shape)} maps, not one vector per sample (a "
+                f"segmentation model); set the method's parameter dense: true"
+            )
         return h[:, : self.z_dim], F.softplus(h[:, self.z_dim :])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -84,3 +91,53 @@ class FedSRNet(nn.Module):
         z = mu.unsqueeze(0) + sigma.unsqueeze(0) * eps
         probs = F.softmax(self.classifier(z), dim=-1).mean(dim=0)
         return probs.clamp_min(1e-12).log()
+
+
+class FedSRSegNet(nn.Module):
+    """FedSR per pixel: a dense backbone with ``2 z_dim`` output channels read at every pixel as
+    (mu, pre-softplus sigma), z ~ N(mu, diag sigma^2) per pixel by reparameterisation, and a 1x1
+    convolution z -> classes, so the output is ``[N, classes, H, W]`` like the backbone's.
+
+    Training mode draws one z map and keeps (z, mu, sigma), each ``[N, z_dim, H, W]``, in
+    ``last`` for the loss. Eval mode returns, per pixel, the log of the mean softmax over
+    ``num_samples`` draws (as :class:`FedSRNet`: Dice and saved predictions take its arg-max,
+    a softmax-based loss recovers the mean probabilities). The draws come one at a time from a
+    generator seeded 0 on each call (deterministic), so only one z map is held at once.
+    """
+
+    def __init__(
+        self, backbone: nn.Module, z_dim: int, num_classes: int, num_samples: int = 20
+    ) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.z_dim = int(z_dim)
+        self.num_samples = int(num_samples)
+        self.classifier = nn.Conv2d(self.z_dim, num_classes, kernel_size=1)
+        self.fedsr_prior = FedSRPrior(num_classes, self.z_dim)
+        self.last: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+    def representation(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mu, sigma) per pixel, each ``[N, z_dim, H, W]``."""
+        h = self.backbone(x)
+        if h.dim() != 4 or h.shape[1] != 2 * self.z_dim:
+            raise BenchlibError(
+                f"fedsr (dense): the model must output [N, {2 * self.z_dim}, H, W] maps, got "
+                f"{tuple(h.shape)}; dense: true needs a segmentation model such as unet"
+            )
+        return h[:, : self.z_dim], F.softplus(h[:, self.z_dim :])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mu, sigma = self.representation(x)
+        if self.training:
+            z = mu + sigma * torch.randn_like(mu)
+            self.last = (z, mu, sigma)
+            return self.classifier(z)
+        generator = torch.Generator(device=mu.device)
+        generator.manual_seed(0)
+        total: torch.Tensor | None = None
+        for _ in range(self.num_samples):
+            eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
+            probs = F.softmax(self.classifier(mu + sigma * eps), dim=1)
+            total = probs if total is None else total + probs
+        assert total is not None
+        return (total / self.num_samples).clamp_min(1e-12).log()
