@@ -64,18 +64,33 @@ class FedSRNet(nn.Module):
         self.backbone = backbone
         self.z_dim = int(z_dim)
         self.num_samples = int(num_samples)
-        self.classifier = nn.Linear(self.z_dim, num_classes)
+        self.classifier = self._classifier(num_classes)
         self.fedsr_prior = FedSRPrior(num_classes, self.z_dim)
         self.last: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
-    def representation(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.backbone(x)
+    def _classifier(self, num_classes: int) -> nn.Module:
+        return nn.Linear(self.z_dim, num_classes)
+
+    def _check_features(self, h: torch.Tensor) -> None:
         if h.dim() != 2:
             raise BenchlibError(
                 f"fedsr: the model outputs {tuple(h.shape)} maps, not one vector per sample (a "
                 f"segmentation model); set the method's parameter dense: true"
             )
+
+    def representation(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.backbone(x)
+        self._check_features(h)
         return h[:, : self.z_dim], F.softplus(h[:, self.z_dim :])
+
+    def _mean_probabilities(
+        self, mu: torch.Tensor, sigma: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
+        eps = torch.randn(
+            (self.num_samples, *mu.shape), generator=generator, device=mu.device, dtype=mu.dtype
+        )
+        z = mu.unsqueeze(0) + sigma.unsqueeze(0) * eps
+        return F.softmax(self.classifier(z), dim=-1).mean(dim=0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mu, sigma = self.representation(x)
@@ -85,15 +100,10 @@ class FedSRNet(nn.Module):
             return self.classifier(z)
         generator = torch.Generator(device=mu.device)
         generator.manual_seed(0)
-        eps = torch.randn(
-            (self.num_samples, *mu.shape), generator=generator, device=mu.device, dtype=mu.dtype
-        )
-        z = mu.unsqueeze(0) + sigma.unsqueeze(0) * eps
-        probs = F.softmax(self.classifier(z), dim=-1).mean(dim=0)
-        return probs.clamp_min(1e-12).log()
+        return self._mean_probabilities(mu, sigma, generator).clamp_min(1e-12).log()
 
 
-class FedSRSegNet(nn.Module):
+class FedSRSegNet(FedSRNet):
     """FedSR per pixel: a dense backbone with ``2 z_dim`` output channels read at every pixel as
     (mu, pre-softplus sigma), z ~ N(mu, diag sigma^2) per pixel by reparameterisation, and a 1x1
     convolution z -> classes, so the output is ``[N, classes, H, W]`` like the backbone's.
@@ -105,39 +115,21 @@ class FedSRSegNet(nn.Module):
     generator seeded 0 on each call (deterministic), so only one z map is held at once.
     """
 
-    def __init__(
-        self, backbone: nn.Module, z_dim: int, num_classes: int, num_samples: int = 20
-    ) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.z_dim = int(z_dim)
-        self.num_samples = int(num_samples)
-        self.classifier = nn.Conv2d(self.z_dim, num_classes, kernel_size=1)
-        self.fedsr_prior = FedSRPrior(num_classes, self.z_dim)
-        self.last: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    def _classifier(self, num_classes: int) -> nn.Module:
+        return nn.Conv2d(self.z_dim, num_classes, kernel_size=1)
 
-    def representation(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mu, sigma) per pixel, each ``[N, z_dim, H, W]``."""
-        h = self.backbone(x)
+    def _check_features(self, h: torch.Tensor) -> None:
         if h.dim() != 4 or h.shape[1] != 2 * self.z_dim:
             raise BenchlibError(
                 f"fedsr (dense): the model must output [N, {2 * self.z_dim}, H, W] maps, got "
                 f"{tuple(h.shape)}; dense: true needs a segmentation model such as unet"
             )
-        return h[:, : self.z_dim], F.softplus(h[:, self.z_dim :])
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        mu, sigma = self.representation(x)
-        if self.training:
-            z = mu + sigma * torch.randn_like(mu)
-            self.last = (z, mu, sigma)
-            return self.classifier(z)
-        generator = torch.Generator(device=mu.device)
-        generator.manual_seed(0)
-        total: torch.Tensor | None = None
+    def _mean_probabilities(
+        self, mu: torch.Tensor, sigma: torch.Tensor, generator: torch.Generator
+    ) -> torch.Tensor:
+        total = torch.zeros((), device=mu.device, dtype=mu.dtype)
         for _ in range(self.num_samples):
             eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
-            probs = F.softmax(self.classifier(mu + sigma * eps), dim=1)
-            total = probs if total is None else total + probs
-        assert total is not None
-        return (total / self.num_samples).clamp_min(1e-12).log()
+            total = total + F.softmax(self.classifier(mu + sigma * eps), dim=1)
+        return total / self.num_samples
