@@ -301,6 +301,7 @@ class Cell:
                 model_cfg["name"], outputs, self.input_shape, model_cfg.get("params", {})
             ),
             self.num_outputs,
+            task=self.task,
         )
         return model.to(self.device)
 

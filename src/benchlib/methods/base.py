@@ -39,7 +39,7 @@ from torch import nn
 
 from benchlib.catalog import METHODS, check_params
 from benchlib.registry import Registry
-from benchlib.tasks.base import PeerScoring
+from benchlib.tasks.base import PeerScoring, Task
 
 LossHook = Callable[[nn.Module], torch.Tensor]
 
@@ -225,9 +225,12 @@ class Method:
         self.num_rounds = num_rounds
         self.seed = seed
 
-    def build_model(self, build: Callable[[int], nn.Module], num_outputs: int) -> nn.Module:
+    def build_model(
+        self, build: Callable[[int], nn.Module], num_outputs: int, task: Task | None = None
+    ) -> nn.Module:
         """The model every client trains: ``build(n)`` makes the configured model with ``n``
-        outputs (default ``build(num_outputs)``; FedSR wraps it in its probabilistic head)."""
+        outputs for the cell's ``task`` (default ``build(num_outputs)``; FedSR wraps it in its
+        probabilistic head, per pixel for a segmentation task)."""
         return build(num_outputs)
 
     def participants(self, round: int, clients: list[int], rng: np.random.Generator) -> list[int]:

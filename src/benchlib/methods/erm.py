@@ -1,4 +1,4 @@
-"""``erm``: centralised empirical risk minimisation, the reference column of TFL Tables 2 and 3.
+"""``erm``: centralised empirical risk minimisation, the Centralized column of TFL Tables 2-4.
 
 One model is trained on the pooled training rows of every federation client; held-out clients
 never train. A round is ``local_epochs`` epochs over the pooled rows (sorted, then shuffled per

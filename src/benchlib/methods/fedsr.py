@@ -32,9 +32,8 @@ the U-Net's last decoder level has 64 channels per pixel. Memory: z, mu and sigm
 (U-Net and dice_ce) to 403 MiB (z_dim 32: 359, 128: 491), about +28 %; evaluation holds one draw
 at a time.
 
-The engine does not tell ``build_model`` the task today, so ``dense`` is a method parameter (the
-FeTS experiment sets it); ``build_model`` also takes the cell's task (``task``) and then picks the
-dense head for per-pixel targets when ``dense`` is unset.
+``build_model`` receives the cell's task and picks the dense head for per-pixel targets; the
+``dense`` parameter overrides that choice (the FeTS experiment sets it explicitly).
 """
 
 from __future__ import annotations
