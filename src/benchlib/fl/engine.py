@@ -336,7 +336,12 @@ class Cell:
         )
 
     def _primary(self, client: int, subset: str) -> float:
-        return self._evaluate(client, self._evaluation_vector(client), subset)
+        if isinstance(self.method, StarMethod):
+            return self._evaluate(client, self._evaluation_vector(client), subset)
+        # P2P: the client's own model as it is, without a copy into the scratch model
+        rows = self.clients[client].rows[subset]
+        outputs = predict(self.models[client], self.source, rows)
+        return self.task.primary(outputs, self.source.targets_of(rows))
 
     def _test_metrics(self, client: int, vector: torch.Tensor) -> dict[str, float]:
         rows = self.clients[client].rows["test"]
@@ -496,7 +501,7 @@ class Cell:
                 client=client,
                 own=trained[client],
                 peers=peers,
-                received=torch.stack([sent[j] for j in peers]),
+                received=[sent[j] for j in peers],
                 evaluator=self._peer_evaluator(client),
             )
             result = self.method.aggregate_client(view)

@@ -50,7 +50,8 @@ class Balance(P2PMethod):
         return self.gamma * math.exp(-self.kappa * t / self.num_rounds)
 
     def aggregate_client(self, view: PeerView) -> P2PResult:
-        round, own, peers, received = view.round, view.own, view.peers, view.received
+        round, own, peers = view.round, view.own, view.peers
+        received = view.received_stack()
         own_norm = float(torch.linalg.vector_norm(own.double()))
         distances = distances_to(own, received).tolist()
         limit = self.threshold_factor(round) * own_norm

@@ -175,8 +175,17 @@ class PeerView:
     client: int
     own: torch.Tensor  # the client's vector right after this round's local training
     peers: list[int]
-    received: torch.Tensor  # [len(peers), d], row r from peers[r] (possibly corrupted)
+    # row r from peers[r] (possibly corrupted): a [len(peers), d] tensor, or (from the engine)
+    # one vector per peer, shared with the other clients' views - read-only either way
+    received: torch.Tensor | Sequence[torch.Tensor]
     evaluator: PeerEvaluator
+
+    def received_stack(self) -> torch.Tensor:
+        """The received vectors as one [len(peers), d] tensor (a copy when they came one by
+        one; row-wise access through ``received[r]`` needs none)."""
+        if isinstance(self.received, torch.Tensor):
+            return self.received
+        return torch.stack(list(self.received))
 
 
 @dataclass

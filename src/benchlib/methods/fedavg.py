@@ -72,6 +72,6 @@ class P2PFedAvg(P2PMethod):
         self.variant = variant
 
     def aggregate_client(self, view: PeerView) -> P2PResult:
-        own, peers, received = view.own, view.peers, view.received
+        own, peers, received = view.own, view.peers, view.received_stack()
         total = own + received.sum(dim=0)
         return P2PResult(vector=total / (len(peers) + 1), selected=list(peers))

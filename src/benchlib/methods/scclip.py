@@ -71,7 +71,7 @@ class SCClip(P2PMethod):
         return math.sqrt(sum(d * d for d in kept_distances) / removals)
 
     def aggregate_client(self, view: PeerView) -> P2PResult:
-        own, peers, received = view.own, view.peers, view.received
+        own, peers, received = view.own, view.peers, view.received_stack()
         distances = distances_to(own, received).tolist()
         scores = dict(zip(peers, distances, strict=True))
         finite = [r for r, d in enumerate(distances) if math.isfinite(d)]
