@@ -132,7 +132,7 @@ class TFL(StarMethod):
             [self._counts.get(c, 1) for c in info.participants], dtype=torch.float64
         )
         weights = (counts / counts.sum()).to(received.dtype).to(received.device)
-        new_global = (weights[:, None] * received).sum(dim=0)
+        new_global = weights @ received
         self._remember(received, info.participants)
         if (info.round + 1) % self.update_every == 0 and self.seen.sum() >= 2:
             self._update_topology(info.round)
