@@ -189,22 +189,38 @@ def test_train_epoch_is_the_same_with_and_without_prefetch(store):
     assert torch.equal(results[0][1], results[1][1])
 
 
+@pytest.mark.parametrize("batching", ["off", "on"])  # one client after another / lock-step
 def test_a_streamed_cell_gives_identical_metrics_with_prefetch_0_and_2(
-    mnist_store, smoke_split, smoke_cell_spec, tmp_path
+    mnist_store, smoke_split, smoke_cell_spec, tmp_path, monkeypatch, batching
 ):
     base = smoke_cell_spec("fedavg", "none", 0)
     assert "prefetch" not in base["training"]  # existing configs keep their spec and hash
+    readers: dict[int, set[str]] = {0: set(), 2: set()}
+    depth = 0
+    host_batch = BatchSource.host_batch
+
+    def recording_host_batch(self, rows):
+        readers[depth].add(threading.current_thread().name.split("_")[0])
+        return host_batch(self, rows)
+
+    monkeypatch.setattr(BatchSource, "host_batch", recording_host_batch)
     metrics = []
     for depth in (0, 2):
         spec = copy.deepcopy(base)
-        spec["training"].update(data_mode="stream", rounds=2, prefetch=depth)
+        spec["training"].update(
+            data_mode="stream", rounds=2, prefetch=depth, client_batching=batching
+        )
         spec["transforms"] = {"train": [{"name": "RandomHorizontalFlip", "p": 0.5}]}
         out = tmp_path / f"prefetch{depth}"
         metrics.append(
             run_cell(spec, mnist_store, smoke_split, out / "m.json", out / "ck", out / "t.json")
         )
-        assert json.loads((out / "t.json").read_text())["data_mode"] == "stream"
+        timing = json.loads((out / "t.json").read_text())
+        assert timing["data_mode"] == "stream"
+        assert timing["clients_batched"] is (batching == "on")
     assert all(m is not None for m in metrics)
+    # depth 2: training batches were read by the prefetch workers (evaluation reads its own)
+    assert THREAD_PREFIX in readers[2] and THREAD_PREFIX not in readers[0]
     zero, two = metrics
     assert len(zero["history"]["val_accuracy"]) == 2
     assert zero["clients"] == two["clients"] and zero["history"] == two["history"]

@@ -18,6 +18,11 @@ What can run batched (:func:`why_not_batched`): models without cross-sample stat
 MSE, L1), Adam or SGD with one parameter group, no private (per-client) parameters. Dropout
 masks are drawn per client from one keyed stream per round (``vmap`` randomness "different"),
 so the batched path is deterministic but its dropout masks differ from the sequential path's.
+
+Resident data without augmentation are gathered on the device (and on a GPU each step replays
+as one CUDA graph); streamed data or per-client augmentation go through the host, where the
+steps' batches are read ahead by :class:`~benchlib.fl.prefetch.Prefetcher`
+(``training.prefetch``), the same batches either way.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from benchlib.fl.data import BatchSource
+from benchlib.fl.prefetch import Prefetcher, prefetch_depth
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.seeding import derive_seed
 
@@ -436,16 +442,21 @@ class BatchedClients:
                 source.device_positions(plan.rows.reshape(plan.steps, -1)) if on_device else None
             )
             weights = torch.from_numpy(plan.weights).to(source.device)
+            if positions is None:  # through the host: read ahead while the steps compute
+                parts = [_step_parts(source, plan, n, keys, epoch) for n in range(plan.steps)]
+                reads = [part for step_parts in parts for part in step_parts]
+                with Prefetcher(source, reads, depth=prefetch_depth(training)) as batches:
+                    for number, step_parts in enumerate(parts):
+                        x, y = _joined([next(batches) for _ in step_parts])
+                        factors = optimizer.factors(number)
+                        step(x, y, weights[number], optimizer.mask(number), factors)
+                continue
             for number in range(plan.steps):
                 factors = optimizer.factors(number)
                 if graphed is not None and optimizer.all_active(number):
-                    assert positions is not None
                     graphed.run(positions[number], weights[number], factors)
                     continue
-                if positions is not None:
-                    x, y = source.batch_at(positions[number])
-                else:
-                    x, y = self._gather(source, plan, number, keys, epoch)
+                x, y = source.batch_at(positions[number])
                 step(x, y, weights[number], optimizer.mask(number), factors)
         with torch.no_grad():
             views = parameter_views(self.skeleton, flat)
@@ -453,35 +464,6 @@ class BatchedClients:
                 for name, param in model.named_parameters():
                     param.copy_(views[name][client])
         optimizer.scatter(optimizers, models)
-
-    @staticmethod
-    def _gather(
-        source: BatchSource,
-        plan: EpochPlan,
-        number: int,
-        keys: list[tuple[int, str, int, int]],
-        epoch: int,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Inputs and targets of step ``number`` through the host (streamed data or keyed
-        per-client augmentation): each client's real rows with its own augmentation seed."""
-        rows = plan.rows[number]
-        if source.transforms.augmentation is None:
-            return source.batch(rows.reshape(-1))
-        parts_x, parts_y = [], []
-        for client, (seed, stream, round_index, key_client) in enumerate(keys):
-            count = int(plan.counts[number, client])
-            if count:
-                augment = derive_seed(
-                    seed, f"{stream}/augment", round_index, key_client, epoch, number
-                )
-                x, y = source.batch(rows[client, :count], augment_seed=augment)
-                parts_x.append(x)
-                parts_y.append(y)
-            if count < rows.shape[1]:
-                x, y = source.batch(rows[client, count:])
-                parts_x.append(x)
-                parts_y.append(y)
-        return torch.cat(parts_x), torch.cat(parts_y)
 
 
 class GraphedStep:
@@ -568,3 +550,33 @@ class EpochPlan:
                     weights[number, client, :count] = 1.0 / count
                 counts[number, client] = count
         return cls(rows, weights, counts)
+
+
+def _step_parts(
+    source: BatchSource,
+    plan: EpochPlan,
+    number: int,
+    keys: list[tuple[int, str, int, int]],
+    epoch: int,
+) -> list[tuple[np.ndarray, int | None]]:
+    """The host reads of step ``number`` as (store rows, augmentation seed) pieces, in batch
+    order: the whole step at once without augmentation, else each client's real rows with its
+    own keyed seed and its padding rows unaugmented."""
+    rows = plan.rows[number]
+    if source.transforms.augmentation is None:
+        return [(rows.reshape(-1), None)]
+    parts: list[tuple[np.ndarray, int | None]] = []
+    for client, (seed, stream, round_index, key_client) in enumerate(keys):
+        count = int(plan.counts[number, client])
+        if count:
+            augment = derive_seed(seed, f"{stream}/augment", round_index, key_client, epoch, number)
+            parts.append((rows[client, :count], augment))
+        if count < rows.shape[1]:
+            parts.append((rows[client, count:], None))
+    return parts
+
+
+def _joined(pieces: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+    if len(pieces) == 1:
+        return pieces[0]
+    return torch.cat([x for x, _ in pieces]), torch.cat([y for _, y in pieces])

@@ -660,6 +660,7 @@ def run_cell(
                 "resumed_from_round": cell.start_round,
                 "device": str(cell.device),
                 "data_mode": cell.source.mode,
+                "clients_batched": cell.batched is not None,
                 "host": platform.node(),
                 "threads": torch.get_num_threads(),
                 "torch": torch.__version__,
