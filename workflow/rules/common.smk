@@ -1,11 +1,14 @@
 # Config validation, wildcard constraints and input functions shared by all rules.
 
 import json
+import math
 import sys
 
 from benchlib.config import Config, Cell, NO_MALFUNCTION
 from benchlib.data.corruptions import cell_store
+from benchlib.data.registry import get_dataset
 from benchlib.errors import BenchlibError
+from benchlib.models.pretrained import WEIGHTS_URLS, weights_path
 from benchlib.targets import report_names
 
 
@@ -103,3 +106,56 @@ def get_report_spec(wildcards):
 
 def get_report_kind(wildcards):
     return get_report(wildcards).kind
+
+
+# ---- pretrained weights (weights.smk)
+def weights_of(dataset):
+    """The weights file a dataset's model needs ({} when it is not pretrained)."""
+    model = CFG.datasets[dataset]["model"]
+    params = dict(model.get("params", {}))
+    if not params.get("pretrained"):
+        return {}
+    return {"weights": weights_path(model["name"], params)}
+
+
+def get_weights_url(wildcards):
+    for dataset in CFG.datasets:
+        needed = weights_of(dataset).get("weights")
+        if needed == f"results/weights/{wildcards.filename}":
+            params = CFG.datasets[dataset]["model"].get("params", {})
+            name = CFG.datasets[dataset]["model"]["name"]
+            return params.get("weights_url", WEIGHTS_URLS.get(name))
+    raise ValueError(f"no dataset of this config uses the weights {wildcards.filename}")
+
+
+# ---- SLURM resources of run_cell and heavy preparation (resources.smk)
+RESIDENT_LIMIT_MB = 2 * 1024**3 / 1e6  # benchlib.fl.data.RESIDENT_LIMIT_BYTES
+
+
+def cell_data_mb(input):
+    """Size of the prepared inputs in MB (uint8 images, float32 rows), from the store manifest."""
+    with open(input.store) as handle:
+        manifest = json.load(handle)
+    itemsize = 4 if "features" in manifest.get("arrays", []) else 1
+    return manifest["num_samples"] * math.prod(manifest["image_shape"]) * itemsize / 1e6
+
+
+def get_cell_mem_mb(wildcards, input, attempt):
+    """Host memory: 2 GB plus twice the data kept resident (a copy and its staging copy);
+    cells stream stores above the resident limit batch by batch, so that bounds the need.
+    """
+    return attempt * (2000 + math.ceil(2 * min(cell_data_mb(input), RESIDENT_LIMIT_MB)))
+
+
+def get_cell_runtime(wildcards, input, attempt):
+    """Minutes: 30 plus 2 minutes per GB of pixels per local epoch (conservative on a GPU)."""
+    training = CFG.cell_spec(wildcard_cell(wildcards))["training"]
+    epochs = training["rounds"] * training["local_epochs"]
+    return attempt * (30 + math.ceil(epochs * cell_data_mb(input) / 500))
+
+
+def heavy_prepare(dataset):
+    return get_dataset(CFG.datasets[dataset]["source"]).prepare_resources
+
+
+HEAVY_DATASETS = sorted(d for d in CFG.datasets if heavy_prepare(d))
