@@ -116,15 +116,12 @@ class Lightyear(P2PMethod):
         normaliser = len(selected) + (1 if self.variant == "authors" else 0)
         step = self.gamma**view.round / normaliser
         drift = _drift(own, received, [peers.index(p) for p in selected])
-        return P2PResult(vector=own.add(drift, alpha=step), selected=selected, scores=scores)
+        return P2PResult(vector=own + step * drift, selected=selected, scores=scores)
 
 
 def _drift(
     own: torch.Tensor, received: torch.Tensor | Sequence[torch.Tensor], rows: list[int]
 ) -> torch.Tensor:
-    """sum_{r in rows} (received[r] - own), accumulated in one new vector: the d-sized work of a
-    P2P round on a CPU, so no [|rows|, d] gather and no extra temporaries."""
-    drift = received[rows[0]].clone()
-    for row in rows[1:]:
-        drift.add_(received[row])
-    return drift.sub_(own, alpha=len(rows))
+    """sum_{r in rows} (received[r] - own), as a reduction over the gathered selected rows only
+    (the order of that float sum is what earlier results were computed with)."""
+    return torch.stack([received[r] for r in rows]).sub_(own).sum(dim=0)
