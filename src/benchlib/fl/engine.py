@@ -336,12 +336,7 @@ class Cell:
         )
 
     def _primary(self, client: int, subset: str) -> float:
-        if isinstance(self.method, StarMethod):
-            return self._evaluate(client, self._evaluation_vector(client), subset)
-        # P2P: the client's own model as it is, without a copy into the scratch model
-        rows = self.clients[client].rows[subset]
-        outputs = predict(self.models[client], self.source, rows)
-        return self.task.primary(outputs, self.source.targets_of(rows))
+        return self._evaluate(client, self._evaluation_vector(client), subset)
 
     def _test_metrics(self, client: int, vector: torch.Tensor) -> dict[str, float]:
         rows = self.clients[client].rows["test"]
