@@ -55,6 +55,29 @@ def test_projection_takes_packed_cells_when_they_are_faster():
     assert any("(2 cells per device)" in line for line in said)
 
 
+def test_reduced_precisions_are_projected_apart_from_the_float32_figure():
+    measured = {
+        "femnist_cnn": {
+            "fedavg/engine batched": 2.0,
+            "lightyear/engine batched": 3.0,
+            "fedavg/engine batched bf16": 1.0,
+            "lightyear/engine batched bf16": 2.0,
+            "fedavg/engine batched tf32": 1.8,
+            "lightyear/engine batched tf32": 4.0,
+        }
+    }
+    said: list[str] = []
+    hours = project_grids(measured, {"femnist_cnn": 1_975}, out=said.append)
+    grid = "LIGHTYEAR Tables 2-5 (FEMNIST)"
+    # float32: mean(2, 3) x 10 = 25 s; bf16: mean(1, 2) x 10 = 15 s; tf32: mean(1.8, 4) x 10
+    assert hours == {
+        grid: pytest.approx(280 * 12 * 25 / 3600),
+        f"{grid} [tf32]": pytest.approx(280 * 12 * 29 / 3600),
+        f"{grid} [bf16]": pytest.approx(280 * 12 * 15 / 3600),
+    }
+    assert any("(training.precision: bf16)" in line for line in said)
+
+
 def test_packed_cells_run_as_concurrent_processes(tmp_path):
     store, split = bench_data(tmp_path, "pack", 8, 32, 32, TINY.shape, out=lambda _: None)
     said: list[str] = []
@@ -81,6 +104,14 @@ def test_measure_workload_times_bare_sequential_and_batched_rounds(tmp_path):
     )
     assert all(value > 0 for value in seconds.values())
     assert sum("batched speed-up over sequential" in line for line in said) == 2
+
+
+def test_measure_workload_also_times_a_reduced_precision_on_the_fastest_path(tmp_path):
+    seconds = measure_workload(
+        TINY, torch.device("cpu"), 32, 1, tmp_path, out=lambda _: None, precisions=("bf16",)
+    )
+    assert {"fedavg/engine batched bf16", "lightyear/engine batched bf16"} <= set(seconds)
+    assert len(seconds) == 8
 
 
 def test_every_cataloged_method_runs_two_rounds(tmp_path):

@@ -93,6 +93,28 @@ def test_star_clients_share_one_global_model_and_local_never_communicates(
     assert not torch.equal(own[0], own[1])
 
 
+def test_a_global_model_that_is_a_row_of_the_received_stack_survives_the_next_round(
+    mnist_store, smoke_split, smoke_cell_spec
+):
+    """The star round stacks received vectors into a buffer it reuses; a method that returns a
+    row view of it (``received[0]``) must still see its own result as next round's global."""
+    cell = Cell(smoke_cell_spec("fedavg", "none", 0), mnist_store, smoke_split)
+    returned, seen_global = [], []
+
+    def first_row(global_vector, received, info):
+        seen_global.append(global_vector.clone())
+        returned.append(received[0].clone())
+        return received[0]
+
+    cell.method.aggregate = first_row
+    for round_index in range(3):
+        cell.run_round(round_index)
+    assert torch.equal(seen_global[1], returned[0])
+    assert torch.equal(seen_global[2], returned[1])
+    assert not torch.equal(returned[0], returned[1])
+    assert torch.equal(cell.global_vector, returned[2])
+
+
 def test_sfa_broadcasts_do_not_touch_the_senders_own_model(
     mnist_store, smoke_split, smoke_cell_spec
 ):

@@ -49,6 +49,7 @@ from benchlib.bench_packing import measure_packing, sync_device
 from benchlib.data.store import load_store
 from benchlib.fl.engine import Cell
 from benchlib.fl.optim import build_optimizer
+from benchlib.fl.precision import PRECISIONS
 
 Print = Callable[[str], None]
 
@@ -132,7 +133,11 @@ def bench_data(
 
 
 def _spec(
-    workload: Workload, method: str, batching: str, cuda_graphs: bool = True
+    workload: Workload,
+    method: str,
+    batching: str,
+    cuda_graphs: bool = True,
+    precision: str = "fp32",
 ) -> dict[str, Any]:
     training = {
         **workload.training,
@@ -141,6 +146,7 @@ def _spec(
         "persist_optimizer": True,
         "client_batching": batching,
         "cuda_graphs": cuda_graphs,
+        "precision": precision,
     }
     return {
         "experiment": "bench_scale",
@@ -247,9 +253,12 @@ def measure_workload(
     repeats: int,
     folder: Path,
     out: Print = print,
+    precisions: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """Time bare / engine sequential / engine batched rounds of fedavg and lightyear.
 
+    ``precisions``: reduced ``training.precision`` values (``tf32``, ``bf16``) also timed on the
+    engine's fastest path, as variants ``engine <path> <precision>``.
     Returns per-round seconds by ``<method>/<variant>`` at ``train`` samples per client.
     """
     val = max(32, round(train * workload.paper_val / workload.paper_train))
@@ -283,6 +292,12 @@ def measure_workload(
             if device.type == "cuda":  # the same without CUDA graphs: what capture buys
                 eager = Cell(_spec(workload, method, "on", False), store, split, device=device)
                 variants["engine batched eager"] = _engine_round(eager)
+        path = "on" if batched.batched is not None else "off"
+        for precision in precisions:
+            spec = _spec(workload, method, path, precision=precision)
+            reduced = Cell(spec, store, split, device=device)
+            name = f"engine {'batched' if path == 'on' else 'sequential'} {precision}"
+            variants[name] = _engine_round(reduced)
         with PeakRss() as rss:
             timed = _time_variants(variants, repeats, device)
         base = timed.seconds["bare"]
@@ -367,6 +382,11 @@ def check_methods(device: torch.device, folder: Path, out: Print = print) -> dic
     return results
 
 
+def _precision_of_variant(variant: str) -> str:
+    last = variant.rsplit(" ", 1)[-1]
+    return last if last in PRECISIONS else "fp32"
+
+
 def project_grids(
     measured: dict[str, dict[str, float]],
     train: dict[str, int],
@@ -376,33 +396,46 @@ def project_grids(
     """Device-hours of each paper grid from the measured rounds, scaled to paper client sizes.
 
     A grid cell's round is taken as the mean of a FedAvg and a LIGHTYEAR round (the grids mix
-    star and P2P methods), each on the fastest engine path measured. Where ``packed`` gives the
-    effective seconds per cell-round with n cells sharing the device (:mod:`bench_packing`),
-    the best of those is used when it is faster, and the line says how many cells were packed.
+    star and P2P methods), each on the fastest engine path measured in float32 (the default
+    ``training.precision``). Where ``packed`` gives the effective seconds per cell-round with n
+    cells sharing the device (:mod:`bench_packing`), the best of those is used when it is
+    faster, and the line says how many cells were packed. Reduced precisions that were measured
+    get their own lines (keys ``<grid> [<precision>]``), never mixed into the float32 figure.
     """
     out("\nprojected device-hours per paper grid (engine, fastest path, paper client sizes):")
     hours = {}
-    for grid in GRIDS:
-        if grid.workload not in measured:
-            continue
-        workload = WORKLOADS[grid.workload]
-        scale = workload.paper_train / train[grid.workload]
-        per_method = []
-        for method in ("fedavg", "lightyear"):
-            times = [
-                s for key, s in measured[grid.workload].items() if key.startswith(f"{method}/e")
-            ]
-            per_method.append(min(times))
-        seconds, how = statistics.mean(per_method), "1 cell per device"
-        for count, effective in (packed or {}).get(grid.workload, {}).items():
-            if effective < seconds:
-                seconds, how = effective, f"{count} cells per device"
-        round_seconds = seconds * scale
-        hours[grid.label] = grid.cells * grid.rounds * round_seconds / 3600
-        out(
-            f"  {grid.label:<36} {grid.cells} cells x {grid.rounds} rounds x "
-            f"{round_seconds:6.2f} s = {hours[grid.label]:7.2f} h ({how})"
-        )
+    measured_precisions = {
+        _precision_of_variant(key.split("/", 1)[1]) for runs in measured.values() for key in runs
+    }
+    for precision in [p for p in PRECISIONS if p in measured_precisions]:
+        for grid in GRIDS:
+            if grid.workload not in measured:
+                continue
+            workload = WORKLOADS[grid.workload]
+            scale = workload.paper_train / train[grid.workload]
+            per_method = []
+            for method in ("fedavg", "lightyear"):
+                times = [
+                    s
+                    for key, s in measured[grid.workload].items()
+                    if key.startswith(f"{method}/e")
+                    and _precision_of_variant(key.split("/", 1)[1]) == precision
+                ]
+                per_method.append(min(times))
+            seconds, how = statistics.mean(per_method), "1 cell per device"
+            if precision == "fp32":
+                for count, effective in (packed or {}).get(grid.workload, {}).items():
+                    if effective < seconds:
+                        seconds, how = effective, f"{count} cells per device"
+            else:
+                how = f"training.precision: {precision}"
+            round_seconds = seconds * scale
+            label = grid.label if precision == "fp32" else f"{grid.label} [{precision}]"
+            hours[label] = grid.cells * grid.rounds * round_seconds / 3600
+            out(
+                f"  {label:<36} {grid.cells} cells x {grid.rounds} rounds x "
+                f"{round_seconds:6.2f} s = {hours[label]:7.2f} h ({how})"
+            )
     return hours
 
 
@@ -413,15 +446,20 @@ def run_scale_benchmark(
     repeats: int = 3,
     packing: tuple[int, ...] | None = None,
     out: Print = print,
+    precisions: tuple[str, ...] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Measure every workload on ``device`` and project the paper grids.
 
     ``train``: training samples per client (default: the paper's on a GPU for FEMNIST, 2,000
     for DenseNet121; 200 on CPU). ``packing``: numbers of cells to run at once on the device
-    (default (1, 2, 4) on a GPU, none on CPU).
+    (default (1, 2, 4) on a GPU, none on CPU). ``precisions``: reduced ``training.precision``
+    values also timed (default ``tf32`` and ``bf16`` on a GPU, none on CPU).
     """
     if packing is None:
         packing = (1, 2, 4) if device.type == "cuda" else ()
+    if precisions is None:
+        precisions = ("tf32", "bf16") if device.type == "cuda" else ()
+    precisions = tuple(p for p in precisions if p != "fp32")
     measured, sizes, packed = {}, {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         if "femnist_cnn" in workloads:
@@ -436,7 +474,9 @@ def run_scale_benchmark(
             else:
                 size = 200
             sizes[name] = size
-            measured[name] = measure_workload(workload, device, size, repeats, Path(tmp), out)
+            measured[name] = measure_workload(
+                workload, device, size, repeats, Path(tmp), out, precisions
+            )
             if packing:
                 packed[name] = _measure_packing(workload, device, size, packing, Path(tmp), out)
     project_grids(measured, sizes, packed, out)

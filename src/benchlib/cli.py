@@ -241,6 +241,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
             train=args.samples,
             repeats=args.repeats,
             packing=tuple(args.pack) if args.pack is not None else None,
+            precisions=tuple(args.precisions) if args.precisions is not None else None,
         )
         return
     if args.stream_gb is None:
@@ -390,6 +391,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="--device: also time this many cells at once on the device, e.g. --pack 1 2 4 "
         "(default 1 2 4 on a GPU, none on CPU; --pack with no number: none)",
+    )
+    p.add_argument(
+        "--precisions",
+        nargs="*",
+        choices=("fp32", "tf32", "bf16"),
+        default=None,
+        help="--device: reduced training.precision values also timed on the engine's fastest "
+        "path (default tf32 bf16 on a GPU, none on CPU; with no value: none)",
     )
     return parser
 

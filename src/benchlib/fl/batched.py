@@ -38,6 +38,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from benchlib.fl.data import BatchSource
+from benchlib.fl.precision import compute_precision
 from benchlib.fl.prefetch import Prefetcher, prefetch_depth
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.seeding import derive_seed
@@ -341,9 +342,16 @@ def _client_batches(
 class BatchedClients:
     """Trains a set of clients (same architecture) in lock-step; see the module docstring."""
 
-    def __init__(self, template: nn.Module, loss_fn: nn.Module, cuda_graphs: bool = True) -> None:
+    def __init__(
+        self,
+        template: nn.Module,
+        loss_fn: nn.Module,
+        cuda_graphs: bool = True,
+        precision: str = "fp32",
+    ) -> None:
         self.skeleton = copy.deepcopy(template).to("meta")
         self.cuda_graphs = cuda_graphs
+        self.precision = precision
         loss = per_sample_loss(loss_fn)
         assert loss is not None
         self.loss = loss
@@ -369,10 +377,11 @@ class BatchedClients:
         self.skeleton.eval()
         models = next(iter(state.values())).shape[0]
         batch_size = max(64, 2048 // models)
-        parts = [
-            vmap(self._forward, in_dims=(0, None, None))(state, {}, x)
-            for x, _ in source.batches(rows, batch_size)
-        ]
+        with compute_precision(self.precision, source.device):
+            parts = [
+                vmap(self._forward, in_dims=(0, None, None))(state, {}, x)
+                for x, _ in source.batches(rows, batch_size)
+            ]
         return torch.cat(parts, dim=1).float()
 
     def train(
@@ -417,8 +426,9 @@ class BatchedClients:
         ) -> None:
             x = x.view(clients, batch_size, *x.shape[1:])
             y = y.view(clients, batch_size, *y.shape[1:])
-            out = self.outputs(leaves, buffers, x)
-            per_sample = self.loss(out.flatten(0, 1), y.flatten(0, 1))
+            with compute_precision(self.precision, x.device):
+                out = self.outputs(leaves, buffers, x)
+            per_sample = self.loss(out.float().flatten(0, 1), y.flatten(0, 1))
             loss = (per_sample.view(clients, batch_size) * weights).sum()
             grads = torch.autograd.grad(loss, list(leaves.values()))
             grad = torch.cat([g.reshape(clients, -1) for g in grads], dim=1)

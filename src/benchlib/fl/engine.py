@@ -43,6 +43,7 @@ from benchlib.fl.loops import predict, train_epoch
 from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction, malicious_clients
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.params import ParamLayout
+from benchlib.fl.precision import precision_of
 from benchlib.fl.prefetch import prefetch_depth
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.fl.transforms import Transforms
@@ -103,7 +104,7 @@ class LocalTraining:
         model = copy.deepcopy(self.models[client])
         self.layout.load(model, vector)
         rows = self.clients[client].rows[subset]
-        outputs = predict(model, self.source, rows)
+        outputs = predict(model, self.source, rows, precision=precision_of(self.training))
         with torch.no_grad():
             return float(self.loss_fn(outputs, self.source.targets_of(rows)))
 
@@ -136,6 +137,7 @@ class LocalTraining:
                 loss_hook,
                 augment_key=(self.seed, stream, self.round, client, epoch),
                 prefetch=prefetch_depth(self.training),
+                precision=precision_of(self.training),
             )
 
 
@@ -246,6 +248,7 @@ class Cell:
         )
         self.history = History(metric=self.task.primary_metric)
         self.start_round = 0
+        self.precision = precision_of(self.training)
         self.batched = self._batched_clients()
 
     def _batched_clients(self) -> BatchedClients | None:
@@ -268,7 +271,9 @@ class Cell:
             return None
         LOG.info("clients train batched (lock-step, one vmap over %d models)", self.num_clients)
         graphs = bool(self.training.get("cuda_graphs", True))
-        return BatchedClients(self.models[0], self.loss_fn, cuda_graphs=graphs)
+        return BatchedClients(
+            self.models[0], self.loss_fn, cuda_graphs=graphs, precision=self.precision
+        )
 
     # --------------------------------------------------------------------------- set-up
     @staticmethod
@@ -293,6 +298,7 @@ class Cell:
         self.optimizers = [self.new_optimizer(m) for m in self.models]
         self.scratch = copy.deepcopy(initial)
         self.global_vector = self.layout.flatten(initial).to(self.device)
+        self._stack_buffer: torch.Tensor | None = None
 
     def _new_model(self) -> nn.Module:
         model_cfg = self.spec.model
@@ -319,7 +325,7 @@ class Cell:
         if self.method.private_prefixes and client is not None:
             self.scratch.load_state_dict(self.models[client].state_dict())
         self.layout.load(self.scratch, vector)
-        return predict(self.scratch, self.source, rows)
+        return predict(self.scratch, self.source, rows, precision=self.precision)
 
     def _evaluate(self, client: int, vector: torch.Tensor, subset: str) -> float:
         rows = self.clients[client].rows[subset]
@@ -472,12 +478,31 @@ class Cell:
             participants=participants,
             reports=reports,
         )
-        received = torch.stack([sent[c] for c in participants])
-        self.global_vector = self.method.aggregate(self.global_vector, received, info)
+        received = self._stacked([sent[c] for c in participants])
+        aggregated = self.method.aggregate(self.global_vector, received, info)
+        if aggregated.untyped_storage().data_ptr() == received.untyped_storage().data_ptr():
+            aggregated = aggregated.clone()  # a row view would be overwritten next round
+        self.global_vector = aggregated
         if not bool(torch.isfinite(self.global_vector).all()):
             self.history.nonfinite.append({"round": round_index, "model": "global"})
         self.history.selections.append([])
         self.history.scores.append([])
+
+    def _stacked(self, vectors: list[torch.Tensor]) -> torch.Tensor:
+        """``torch.stack(vectors)`` into a buffer kept across rounds: a fresh [n, d] tensor of a
+        large model costs more in page faults than the weighted mean that reads it."""
+        shape = (len(vectors), *vectors[0].shape)
+        buffer = self._stack_buffer
+        if (
+            buffer is None
+            or buffer.shape != shape
+            or buffer.dtype != vectors[0].dtype
+            or buffer.device != vectors[0].device
+        ):
+            buffer = self._stack_buffer = torch.empty(
+                shape, dtype=vectors[0].dtype, device=vectors[0].device
+            )
+        return torch.stack(vectors, out=buffer)
 
     def _aggregate_p2p(
         self,

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from benchlib.fl.data import BatchSource
+from benchlib.fl.precision import compute_precision
 from benchlib.fl.prefetch import Prefetcher
 from benchlib.methods.base import LossHook
 from benchlib.seeding import derive_seed
@@ -41,12 +42,14 @@ def train_epoch(
     loss_hook: LossHook | None = None,
     augment_key: tuple[int, str, int, int, int] | None = None,
     prefetch: int = 0,
+    precision: str = "fp32",
 ) -> torch.Tensor:
     """One shuffled pass over ``rows``. Returns the summed loss as a tensor (no host sync).
 
     ``augment_key`` = (seed, stream, round, client, epoch) keys the per-batch augmentation seeds.
     ``prefetch``: streamed batches gathered ahead by background threads (0: each step gathers
     its own; the batches are the same either way, see :mod:`benchlib.fl.prefetch`).
+    ``precision``: the forwards' compute precision (:mod:`benchlib.fl.precision`).
     """
     model.train()
     order = torch.randperm(len(rows), generator=generator).numpy()
@@ -55,7 +58,9 @@ def train_epoch(
     with Prefetcher(source, plan, depth=prefetch) as batches:
         for (batch_rows, _), (x, y) in zip(plan, batches, strict=True):
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
+            with compute_precision(precision, source.device):
+                outputs = model(x)
+            loss = loss_fn(outputs.float(), y)  # the loss in float32 whatever the forward's
             if loss_hook is not None:
                 loss = loss + loss_hook(model)
             loss.backward()
@@ -66,11 +71,16 @@ def train_epoch(
 
 @torch.inference_mode()
 def predict(
-    model: nn.Module, source: BatchSource, rows: np.ndarray, batch_size: int = 2048
+    model: nn.Module,
+    source: BatchSource,
+    rows: np.ndarray,
+    batch_size: int = 2048,
+    precision: str = "fp32",
 ) -> torch.Tensor:
     """Model outputs for all ``rows`` in large batches (eval mode), as float32."""
     model.eval()
     if len(rows) == 0:
         return torch.empty(0, 0)
-    parts = [model(x) for x, _ in source.batches(rows, batch_size)]
+    with compute_precision(precision, source.device):
+        parts = [model(x) for x, _ in source.batches(rows, batch_size)]
     return torch.cat(parts).float()
