@@ -158,6 +158,17 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: dataset(c)["training"].update(optimizer="adamw"))
 
 
+@case("unknown_precision", "training.precision: 'fp16' is not one of")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.check_config(lambda c: dataset(c)["training"].update(precision="fp16"))
+
+
+@case("unknown_precision_in_a_cell_spec", "unknown training.precision 'fp16'")
+def _(ctx: Ctx) -> list[str]:
+    training = {**ctx.spec["training"], "precision": "fp16"}
+    return ctx.run(spec=ctx.spec_with(training=training))
+
+
 @case("experiment_names_undefined_method", "method 'fedsgd' is not defined under methods")
 def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: experiment(c)["methods"].append("fedsgd"))

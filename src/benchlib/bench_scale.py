@@ -305,7 +305,7 @@ def measure_workload(
             busy = timed.utilisation[variant]
             results[f"{method}/{variant}"] = seconds
             out(
-                f"  {method:<10} {variant:<18} {seconds:8.3f} s/round  {seconds / base:5.2f}x bare"
+                f"  {method:<10} {variant:<20} {seconds:8.3f} s/round  {seconds / base:5.2f}x bare"
                 f"  {workload.clients * train / seconds:9.0f} train samples/s"
                 + ("" if busy is None else f"  GPU busy {busy:3.0f} %")
             )
@@ -433,7 +433,7 @@ def project_grids(
             label = grid.label if precision == "fp32" else f"{grid.label} [{precision}]"
             hours[label] = grid.cells * grid.rounds * round_seconds / 3600
             out(
-                f"  {label:<36} {grid.cells} cells x {grid.rounds} rounds x "
+                f"  {label:<43} {grid.cells} cells x {grid.rounds} rounds x "
                 f"{round_seconds:6.2f} s = {hours[label]:7.2f} h ({how})"
             )
     return hours
