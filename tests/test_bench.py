@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -81,6 +83,9 @@ def test_stream_benchmark_prints_both_modes(tmp_path):
     table = lines[lines.index(next(x for x in lines if x.startswith("mode"))) :]
     assert "peak RssAnon MB" in table[0] and "samples/s" in table[0]
     assert table[1].split()[0] == "stream" and table[2].split()[0] == "resident"
+    # on CPU no GPU utilisation is sampled, and no line claims one
+    assert all(math.isnan(r["gpu_busy_pct"]) for r in results)
+    assert not any("GPU busy" in line for line in lines)
 
 
 def test_engine_overhead_benchmark_runs(mnist_store):
@@ -91,3 +96,13 @@ def test_engine_overhead_benchmark_runs(mnist_store):
     assert set(ratios) == {"fedavg", "lightyear"}
     assert all(set(r) == {"train", "round"} and min(r.values()) > 0 for r in ratios.values())
     assert sum(line.split()[0] in ("fedavg", "lightyear") for line in lines) == 4
+
+
+def test_bench_cli_runs_the_stream_benchmark_on_the_named_device(tmp_path, capsys):
+    from benchlib.cli import main
+
+    argv = ["bench", "--stream-gb", "0.004", "--steps", "4", "--batch-size", "4"]
+    assert main([*argv, "--device", "cpu", "--stream-dir", str(tmp_path / "store")]) == 0
+    printed = capsys.readouterr().out
+    assert ") on cpu, " in printed  # the stream benchmark, not the paper-scale one
+    assert "projected device-hours" not in printed

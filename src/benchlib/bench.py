@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from benchlib.bench_device import GpuUtilisation, sync_device
 from benchlib.bench_flower import FlowerWorkload, flower_missing, max_difference, run_flower_cell
 from benchlib.data.registry import get_dataset
 from benchlib.data.split import SPLIT_COLUMNS, SplitSpec, make_split, write_split
@@ -476,12 +477,19 @@ def _stream_spec(
 
 
 STREAM_MODEL = {"conv1": 4, "conv2": 8, "hidden": 32}
+CPU = torch.device("cpu")
 
 
 def _measure(
-    spec: dict[str, Any], store: Path, split: Path, samples: int, out: Print
+    spec: dict[str, Any],
+    store: Path,
+    split: Path,
+    samples: int,
+    out: Print,
+    device: torch.device = CPU,
 ) -> dict[str, Any]:
-    """Build a cell and time one round (its local training = the fixed steps) under PeakRss.
+    """Build a cell and time one round (its local training = the fixed steps) under PeakRss
+    (and, on a GPU, while sampling its utilisation).
 
     The store's page cache is dropped first: the set-up (resident) or the round (stream) reads
     from disk.
@@ -490,12 +498,16 @@ def _measure(
     drop_file_cache(store / PIXELS_FILE)
     with PeakRss() as peak:
         tick = time.perf_counter()
-        cell = Cell(spec, store, split, device=torch.device("cpu"))
+        cell = Cell(spec, store, split, device=device)
+        sync_device(device)
         setup = time.perf_counter() - tick
         require(cell.source.mode == spec["training"]["data_mode"], "data mode not honoured")
-        read_before, tick = disk_read_bytes(), time.perf_counter()
-        cell.run_round(0)
-        seconds = time.perf_counter() - tick
+        read_before = disk_read_bytes()
+        with GpuUtilisation(device) as gpu:
+            tick = time.perf_counter()
+            cell.run_round(0)
+            sync_device(device)
+            seconds = time.perf_counter() - tick
         read = disk_read_bytes() - read_before if read_before >= 0 else -1
     del cell
     gc.collect()
@@ -509,11 +521,13 @@ def _measure(
         "peak_rss_anon_mb": peak.peak_anon / 1024**2,
         "peak_rss_file_mb": peak.peak_file / 1024**2,
         "disk_read_mb": read / 1024**2 if read >= 0 else float("nan"),
+        "gpu_busy_pct": float("nan") if gpu.mean is None else gpu.mean,
     }
+    busy = "" if gpu.mean is None else f", GPU busy {gpu.mean:.0f} %"
     out(
         f"  {row['mode']} (prefetch {row['prefetch']}): set-up {setup:.1f} s, {samples} samples "
         f"in {seconds:.1f} s (peak RssAnon {row['peak_rss_anon_mb']:.0f} MB, disk read "
-        f"{row['disk_read_mb']:.0f} MB)"
+        f"{row['disk_read_mb']:.0f} MB{busy})"
     )
     return row
 
@@ -529,6 +543,7 @@ def run_stream_benchmark(
     model: dict[str, Any] | None = None,
     prefetch: int = 2,
     out: Print = print,
+    device: torch.device = CPU,
 ) -> list[dict[str, Any]]:
     """Stream vs resident training of ``steps`` steps on a generated store of ``size_gib`` GiB.
 
@@ -541,6 +556,8 @@ def run_stream_benchmark(
     page cache. Stream runs twice: each step gathering its own batch (``training.prefetch: 0``,
     the row's numbers) and with ``prefetch`` batches gathered ahead by background threads (the
     row's ``prefetch_*`` numbers; ``prefetch_speedup`` = its samples/s over the former's).
+    ``device``: where the cells train (on a GPU each row also gets ``gpu_busy_pct``, the mean
+    NVML utilisation during its round, NaN where NVML does not answer).
     """
     require(prefetch >= 1, f"the prefetch depth compared must be >= 1, got {prefetch}")
     require(size_gib > 0 and steps >= 1 and batch_size >= 1, "size, steps and batch must be > 0")
@@ -575,7 +592,7 @@ def run_stream_benchmark(
         samples = steps * batch_size
         out(
             f"{clients} clients, {steps} steps of batch {batch_size} "
-            f"(FEMNIST CNN {model}), {torch.get_num_threads()} threads; "
+            f"(FEMNIST CNN {model}) on {device}, {torch.get_num_threads()} threads; "
             f"stream: {clients * per_client} rows spread over the store, 1 epoch; resident: "
             f"{clients * subset} rows, {resident_epochs} epochs"
         )
@@ -590,6 +607,7 @@ def run_stream_benchmark(
                 stream_split,
                 samples,
                 out,
+                device,
             ),
             _measure(
                 _stream_spec(clients, batch_size, resident_epochs, "resident", model),
@@ -597,6 +615,7 @@ def run_stream_benchmark(
                 resident_split,
                 samples,
                 out,
+                device,
             ),
         ]
         ahead = _measure(
@@ -605,6 +624,7 @@ def run_stream_benchmark(
             stream_split,
             samples,
             out,
+            device,
         )
     finally:
         if temporary:
@@ -618,6 +638,8 @@ def run_stream_benchmark(
     results[0]["prefetch_seconds"] = ahead["seconds"]
     results[0]["prefetch_samples_per_s"] = ahead["samples_per_s"]
     results[0]["prefetch_speedup"] = ahead["samples_per_s"] / results[0]["samples_per_s"]
+    results[0]["prefetch_gpu_busy_pct"] = ahead["gpu_busy_pct"]
+    results[1]["prefetch_gpu_busy_pct"] = float("nan")
     fetched = f"prefetch {prefetch} samples/s"
     out(
         f"{'mode':<9} {'samples':>8} {'seconds':>8} {'samples/s':>10} "
@@ -644,4 +666,10 @@ def run_stream_benchmark(
         f"{prefetch}: {prefetch} batches gathered ahead by background threads, speedup = its "
         "samples/s / the stream row's"
     )
+    if device.type == "cuda":
+        out(
+            "GPU busy (NVML, mean over the round): "
+            f"stream {results[0]['gpu_busy_pct']:.0f} %, stream with prefetch {prefetch} "
+            f"{ahead['gpu_busy_pct']:.0f} %, resident {results[1]['gpu_busy_pct']:.0f} %"
+        )
     return results

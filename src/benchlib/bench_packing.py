@@ -21,15 +21,11 @@ from typing import Any
 
 import torch
 
+from benchlib.bench_device import sync_device
+
 Print = Callable[[str], None]
 
 METHODS = ("fedavg", "lightyear")
-
-
-def sync_device(device: torch.device) -> None:
-    """Wait for the device's queued work (timing a GPU needs it)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _packed_cell(

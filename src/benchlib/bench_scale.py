@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,7 +44,8 @@ from benchlib.bench import (
     write_bench_split,
     write_synthetic_store,
 )
-from benchlib.bench_packing import measure_packing, sync_device
+from benchlib.bench_device import GpuUtilisation, sync_device
+from benchlib.bench_packing import measure_packing
 from benchlib.data.store import load_store
 from benchlib.fl.engine import Cell
 from benchlib.fl.optim import build_optimizer
@@ -162,39 +162,6 @@ def _spec(
         "training": training,
         "malfunction_params": {},
     }
-
-
-class GpuUtilisation:
-    """Samples NVML's GPU utilisation every 50 ms while active (empty where NVML is absent)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.samples: list[float] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> GpuUtilisation:
-        if self.device.type == "cuda":
-            try:
-                torch.cuda.utilization(self.device)
-            except Exception:  # no NVML bindings: report no utilisation
-                return self
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.05):
-            self.samples.append(float(torch.cuda.utilization(self.device)))
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    @property
-    def mean(self) -> float | None:
-        return statistics.mean(self.samples) if self.samples else None
 
 
 @dataclass

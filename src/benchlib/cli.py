@@ -226,11 +226,11 @@ def cmd_selections(args: argparse.Namespace) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> None:
     from benchlib.bench import run_benchmark, run_flower_comparison, run_stream_benchmark
+    from benchlib.fl.device import select_device
 
     _set_threads(args.threads)
-    if args.device is not None:
+    if args.device is not None and args.stream_gb is None:
         from benchlib.bench_scale import WORKLOADS, run_scale_benchmark
-        from benchlib.fl.device import select_device
 
         unknown = sorted(set(args.workloads or ()) - set(WORKLOADS))
         if unknown:
@@ -263,6 +263,7 @@ def cmd_bench(args: argparse.Namespace) -> None:
         steps=args.steps,
         batch_size=args.batch_size,
         store_dir=Path(args.stream_dir) if args.stream_dir else None,
+        device=select_device(args.device or "cpu"),
     )
 
 
@@ -376,7 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="paper-scale benchmark on this device (cpu, cuda): bare loop vs engine sequential "
         "vs engine batched clients for a FEMNIST-CNN and a DenseNet121/Camelyon17-shaped cell, "
-        "and the projected device-hours of each paper grid",
+        "and the projected device-hours of each paper grid; with --stream-gb: the device the "
+        "streaming benchmark trains on (default cpu; on a GPU it also reports GPU busy)",
     )
     p.add_argument(
         "--workloads",
