@@ -120,8 +120,12 @@ def _bare_eval(data: _BareData, models: list[torch.nn.Module], pairs: str) -> No
 
 
 def _median_times(funcs: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
-    """Median seconds of each function; the functions take turns (one call each per repeat),
-    so a load that drifts during the benchmark affects all of them alike."""
+    """Median seconds of each function after one untimed warm-up call each (first-call costs
+    such as allocating buffers kept across rounds are not per-round costs); the functions take
+    turns (one call each per repeat), so a load that drifts during the benchmark affects all of
+    them alike."""
+    for func in funcs.values():
+        func()
     times: dict[str, list[float]] = {name: [] for name in funcs}
     for _ in range(repeats):
         for name, func in funcs.items():
@@ -166,7 +170,7 @@ def run_benchmark(
         store, split, train_size = _bench_data(Path(tmp), store, clients, samples)
         out(
             f"engine overhead: {clients} clients x ~{train_size} train samples, FEMNIST CNN, "
-            f"{torch.get_num_threads()} threads, median of {repeats}"
+            f"{torch.get_num_threads()} threads, median of {repeats} after a warm-up"
         )
         out(f"{'method':<10} {'phase':<8} {'engine s':>9} {'bare s':>9} {'ratio':>6}")
         for method, pairs in (("fedavg", "global"), ("lightyear", "all")):
