@@ -10,7 +10,10 @@ of ``repeats``):
 - ``engine sequential``: engine rounds with ``client_batching: off``;
 - ``engine batched``: engine rounds with ``client_batching: on`` (models without batch norm);
   on a GPU each step is a replayed CUDA graph, and ``engine batched eager`` runs the same
-  without graphs (``cuda_graphs: false``).
+  without graphs (``cuda_graphs: false``);
+- ``engine batched tf32`` / ``bf16`` (or ``sequential`` where batching does not apply): the
+  fastest path with a reduced ``training.precision`` (timed by default on a GPU), projected
+  apart from the float32 figure.
 
 for a FedAvg round (star) and a LIGHTYEAR round (P2P: every client scores every peer model on
 its own validation set). It prints seconds per round, the ratios to the bare loop, the speed-up

@@ -4,9 +4,10 @@
   still use TF32 on Ampere and newer GPUs: that is PyTorch's own default).
 - ``tf32``: on CUDA also matrix multiplications in TF32 (``torch.backends.cuda.matmul``); no
   effect on CPU.
-- ``bf16``: forwards and losses under ``torch.autocast`` with bfloat16. Parameters, gradients,
-  optimizer states and every aggregation stay float32; only the training and evaluation
-  forwards (and their backward passes) compute in bfloat16.
+- ``bf16``: forwards under ``torch.autocast`` with bfloat16. Parameters, gradients, optimizer
+  states, losses (computed from the outputs cast to float32) and every aggregation stay
+  float32; only the training and evaluation forwards (and their backward passes) compute in
+  bfloat16.
 
 The choice applies around the forwards of the training loops and predictions only, never
 around the methods' aggregation arithmetic, so ``weights @ vectors`` stays float32.

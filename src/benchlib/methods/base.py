@@ -310,6 +310,11 @@ class StarMethod(Method):
     def aggregate(
         self, global_vector: torch.Tensor, received: torch.Tensor, info: StarRound
     ) -> torch.Tensor:
+        """The next global model from the round's ``received`` vectors [n, d].
+
+        ``received`` lives in memory the engine reuses next round: copy what you keep across
+        rounds (returning a row of it is fine; the engine copies such a result).
+        """
         raise NotImplementedError
 
     def evaluation_vector(self, client: int, global_vector: torch.Tensor) -> torch.Tensor:
