@@ -8,7 +8,7 @@ STAMP := $(VENV)/.benchlib-installed
 CORES ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test test-fast lint format dry-run slurm-profile bench clean
+.PHONY: venv demo test test-fast lint format dry-run slurm-profile bench bench-gpu clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
@@ -63,6 +63,14 @@ slurm-profile:
 
 bench: $(STAMP)
 	benchlib bench
+
+# On a GPU machine, with its own Python's torch, numpy and pandas (no venv, no package index):
+# the GPU measurements README reports - paper-scale cells (bare, sequential, batched, tf32, bf16,
+# cells per GPU, projected GPU-hours) and streamed vs resident training with GPU utilisation.
+GPU_PYTHON ?= python3
+bench-gpu:
+	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench --device cuda
+	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench --stream-gb 8 --device cuda
 
 clean:
 	rm -rf results/data results/splits results/runs results/checkpoints results/collected
