@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from benchlib.errors import BenchlibError
-from benchlib.fl.engine import Cell
+from benchlib.fl.engine import Cell, run_cell
 from benchlib.fl.precision import compute_precision
 
 
@@ -75,3 +77,12 @@ def test_tf32_sets_the_cuda_matmul_flag_only_inside_the_context():
             assert not torch.backends.cuda.matmul.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_a_cell_records_its_precision(smoke_cell_spec, mnist_store, smoke_split, tmp_path):
+    spec = smoke_cell_spec("fedavg", "none", 0)
+    spec["training"].update(rounds=1, precision="bf16")
+    out = tmp_path / "cell"
+    metrics = run_cell(spec, mnist_store, smoke_split, out / "m.json", out / "ck", out / "t.json")
+    assert metrics["config"]["training"]["precision"] == "bf16"
+    assert json.loads((out / "t.json").read_text())["precision"] == "bf16"

@@ -249,6 +249,8 @@ class Cell:
         self.history = History(metric=self.task.primary_metric)
         self.start_round = 0
         self.precision = precision_of(self.training)
+        if self.precision != "fp32":
+            LOG.info("forwards in %s (training.precision)", self.precision)
         self.batched = self._batched_clients()
 
     def _batched_clients(self) -> BatchedClients | None:
@@ -681,6 +683,7 @@ def run_cell(
                 "device": str(cell.device),
                 "data_mode": cell.source.mode,
                 "clients_batched": cell.batched is not None,
+                "precision": cell.precision,
                 "host": platform.node(),
                 "threads": torch.get_num_threads(),
                 "torch": torch.__version__,
