@@ -42,7 +42,7 @@ from benchlib.fl.device import select_device
 from benchlib.fl.loops import predict, train_epoch
 from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction, malicious_clients
 from benchlib.fl.optim import build_optimizer
-from benchlib.fl.params import ParamLayout
+from benchlib.fl.params import ParamLayout, StackSpace
 from benchlib.fl.precision import precision_of
 from benchlib.fl.prefetch import prefetch_depth
 from benchlib.fl.rng import seed_torch_global, torch_generator
@@ -300,7 +300,7 @@ class Cell:
         self.optimizers = [self.new_optimizer(m) for m in self.models]
         self.scratch = copy.deepcopy(initial)
         self.global_vector = self.layout.flatten(initial).to(self.device)
-        self._stack_buffer: torch.Tensor | None = None
+        self._received = StackSpace()  # the star round's [n, d] received vectors
 
     def _new_model(self) -> nn.Module:
         model_cfg = self.spec.model
@@ -480,31 +480,15 @@ class Cell:
             participants=participants,
             reports=reports,
         )
-        received = self._stacked([sent[c] for c in participants])
+        received = self._received.stack([sent[c] for c in participants])
         aggregated = self.method.aggregate(self.global_vector, received, info)
-        if aggregated.untyped_storage().data_ptr() == received.untyped_storage().data_ptr():
+        if self._received.holds(aggregated):
             aggregated = aggregated.clone()  # a row view would be overwritten next round
         self.global_vector = aggregated
         if not bool(torch.isfinite(self.global_vector).all()):
             self.history.nonfinite.append({"round": round_index, "model": "global"})
         self.history.selections.append([])
         self.history.scores.append([])
-
-    def _stacked(self, vectors: list[torch.Tensor]) -> torch.Tensor:
-        """``torch.stack(vectors)`` into a buffer kept across rounds: a fresh [n, d] tensor of a
-        large model costs more in page faults than the weighted mean that reads it."""
-        shape = (len(vectors), *vectors[0].shape)
-        buffer = self._stack_buffer
-        if (
-            buffer is None
-            or buffer.shape != shape
-            or buffer.dtype != vectors[0].dtype
-            or buffer.device != vectors[0].device
-        ):
-            buffer = self._stack_buffer = torch.empty(
-                shape, dtype=vectors[0].dtype, device=vectors[0].device
-            )
-        return torch.stack(vectors, out=buffer)
 
     def _aggregate_p2p(
         self,

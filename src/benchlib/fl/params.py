@@ -73,3 +73,34 @@ class ParamLayout:
             result[name] = vectors[:, offset : offset + numel].view(len(vectors), *shape)
             offset += numel
         return result
+
+
+class StackSpace:
+    """Memory kept across calls for stacking flat vectors: a fresh [n, d] tensor of a large
+    model costs more in page faults than the arithmetic that reads it. Each :meth:`stack`
+    overwrites what the previous one returned."""
+
+    def __init__(self) -> None:
+        self._space: torch.Tensor | None = None
+
+    def stack(self, vectors: list[torch.Tensor]) -> torch.Tensor:
+        """``torch.stack(vectors)`` (same values, same contiguous layout) in the kept memory."""
+        first, space = vectors[0], self._space
+        if (
+            space is None
+            or len(space) < len(vectors)
+            or space.shape[1:] != first.shape
+            or space.dtype != first.dtype
+            or space.device != first.device
+        ):
+            space = self._space = torch.empty(
+                (len(vectors), *first.shape), dtype=first.dtype, device=first.device
+            )
+        return torch.stack(vectors, out=space[: len(vectors)])
+
+    def holds(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` shares the kept memory (so the next stack would overwrite it)."""
+        return (
+            self._space is not None
+            and tensor.untyped_storage().data_ptr() == self._space.untyped_storage().data_ptr()
+        )

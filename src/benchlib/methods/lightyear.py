@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from benchlib.errors import require
+from benchlib.fl.params import StackSpace
 from benchlib.methods.base import P2PMethod, P2PResult, PeerView, register_method
 from benchlib.metrics import expected_calibration_error, finite_rows
 
@@ -88,7 +89,7 @@ class Lightyear(P2PMethod):
         self.gamma = float(gamma)
         require(0.0 <= self.tau <= 1.0, f"lightyear: tau must be in [0, 1], got {self.tau}")
         require(0.0 < self.gamma <= 1.0, f"lightyear: gamma must be in (0, 1], got {self.gamma}")
-        self._rows: torch.Tensor | None = None  # gather space for the drift, reused every call
+        self._selected = StackSpace()  # the drift's gathered rows, memory reused every call
 
     def summary(self) -> dict[str, Any]:
         """The threshold and step actually used (the agreement view draws tau)."""
@@ -116,35 +117,8 @@ class Lightyear(P2PMethod):
             return P2PResult(vector=own, selected=[], scores=scores)
         normaliser = len(selected) + (1 if self.variant == "authors" else 0)
         step = self.gamma**view.round / normaliser
-        space = self._gather_space(own, len(peers))
-        drift = _drift(own, received, [peers.index(p) for p in selected], space)
+        # sum_r (received[r] - own) over the gathered selected rows: the order of that float
+        # sum is what earlier results were computed with
+        rows = self._selected.stack([received[peers.index(p)] for p in selected])
+        drift = rows.sub_(own).sum(dim=0)
         return P2PResult(vector=own + step * drift, selected=selected, scores=scores)
-
-    def _gather_space(self, own: torch.Tensor, rows: int) -> torch.Tensor:
-        """A [rows, d] tensor kept across calls: a fresh one of a large model costs more in
-        page faults than the drift's arithmetic."""
-        space = self._rows
-        if (
-            space is None
-            or len(space) < rows
-            or space.shape[1:] != own.shape
-            or space.dtype != own.dtype
-            or space.device != own.device
-        ):
-            space = self._rows = torch.empty((rows, *own.shape), dtype=own.dtype, device=own.device)
-        return space
-
-
-def _drift(
-    own: torch.Tensor,
-    received: torch.Tensor | Sequence[torch.Tensor],
-    rows: list[int],
-    space: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """sum_{r in rows} (received[r] - own), as a reduction over the gathered selected rows only
-    (the order of that float sum is what earlier results were computed with). ``space``: at
-    least ``len(rows)`` rows to gather into instead of a fresh tensor."""
-    picked = [received[r] for r in rows]
-    if space is None:
-        return torch.stack(picked).sub_(own).sum(dim=0)
-    return torch.stack(picked, out=space[: len(rows)]).sub_(own).sum(dim=0)
