@@ -638,12 +638,12 @@ def run_stream_benchmark(
         row["ratio"] = row["samples_per_s"] / resident_speed
         row["store_bytes"] = file_size
         row["prefetch_seconds"] = row["prefetch_samples_per_s"] = float("nan")
+        row["prefetch_gpu_busy_pct"] = float("nan")
         row["prefetch_speedup"] = float("nan")
     results[0]["prefetch_seconds"] = ahead["seconds"]
     results[0]["prefetch_samples_per_s"] = ahead["samples_per_s"]
     results[0]["prefetch_speedup"] = ahead["samples_per_s"] / results[0]["samples_per_s"]
     results[0]["prefetch_gpu_busy_pct"] = ahead["gpu_busy_pct"]
-    results[1]["prefetch_gpu_busy_pct"] = float("nan")
     fetched = f"prefetch {prefetch} samples/s"
     out(
         f"{'mode':<9} {'samples':>8} {'seconds':>8} {'samples/s':>10} "
