@@ -1,5 +1,6 @@
 # Two entry points for a newcomer: `make demo` and `make test`. Both (re)build .venv from
-# pyproject.toml when it is missing or older than pyproject.toml.
+# pyproject.toml (all extras) at the exact versions of envs/constraints.txt when it is missing or
+# older than either file.
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -8,19 +9,30 @@ STAMP := $(VENV)/.benchlib-installed
 CORES ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test test-fast lint format dry-run slurm-profile bench bench-gpu clean
+.PHONY: venv demo demo-digest test test-fast lint format dry-run slurm-profile bench bench-gpu clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml envs/constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip >/dev/null
-	$(BIN)/pip install -e '.[dev]'
+	$(BIN)/pip install -c envs/constraints.txt -e '.[all,dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
+# The demo ends by checking its numbers against the published reference digest (one line:
+# "116 of 116 cells match the reference numbers", or which cells and provenance fields differ).
+DEMO_DIGEST := config/reference/demo_digest.json
+
 demo: $(STAMP)
 	snakemake --configfile config/demo.yaml --cores $(CORES) --rerun-incomplete
+	benchlib verify results/runs/mnist5k --digest $(DEMO_DIGEST)
+
+# After a change that is meant to change the demo's numbers: rewrite the reference digest from a
+# finished `make demo` (portable CPU kernels) and commit it with the change.
+demo-digest: $(STAMP)
+	benchlib digest results/runs/mnist5k --out $(DEMO_DIGEST) \
+	  --description "make demo (config/demo.yaml), portable CPU kernels, 1 thread per cell"
 
 test: $(STAMP)
 	pytest -ra --durations=15

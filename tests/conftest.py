@@ -1,6 +1,19 @@
-"""Shared fixtures: a prepared mnist5k store, its split, and tiny cell specs."""
+"""Shared fixtures: a prepared mnist5k store, its split, and tiny cell specs.
+
+The whole suite computes with portable (AVX2) CPU kernels whatever the host, so stored numbers
+match on AVX2 and AVX-512 machines alike: the caps are set here, before anything imports torch
+or numpy, and inherited by every subprocess (tests/test_cpu_kernels.py checks they took effect).
+"""
 
 from __future__ import annotations
+
+from benchlib import cpu_kernels  # torch-free; must come before any torch or numpy import
+
+if not cpu_kernels.apply("portable"):
+    raise RuntimeError(
+        "torch or numpy was imported before tests/conftest.py could cap the CPU kernels; "
+        "run pytest from the repository root without plugins that import them"
+    )
 
 import json
 import os

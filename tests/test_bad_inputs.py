@@ -169,6 +169,17 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.run(spec=ctx.spec_with(training=training))
 
 
+@case("unknown_cpu_kernels", "training.cpu_kernels: 'avx512' is not one of")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.check_config(lambda c: dataset(c)["training"].update(cpu_kernels="avx512"))
+
+
+@case("unknown_cpu_kernels_in_a_cell_spec", "unknown training.cpu_kernels 'fast'")
+def _(ctx: Ctx) -> list[str]:
+    training = {**ctx.spec["training"], "cpu_kernels": "fast"}
+    return ctx.run(spec=ctx.spec_with(training=training))
+
+
 @case("experiment_names_undefined_method", "method 'fedsgd' is not defined under methods")
 def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: experiment(c)["methods"].append("fedsgd"))

@@ -20,6 +20,7 @@ from conftest import REPO
 from benchlib.config import Cell, load_config
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store
+from benchlib.digest import cell_key, numbers_digest, read_digest
 from benchlib.fl.engine import run_cell
 
 pytestmark = pytest.mark.slow
@@ -58,3 +59,6 @@ def test_demo_cell_numbers_are_unchanged(golden, mnist_store, demo_split, tmp_pa
         assert {k: ours[k] for k in theirs} == theirs
     for key, value in expected["history"].items():
         assert metrics["history"][key] == value, key
+    # The committed reference digest of the whole demo (benchlib verify) agrees with this run.
+    reference = read_digest(REPO / "config" / "reference" / "demo_digest.json")
+    assert numbers_digest(metrics) == reference["cells"][cell_key(metrics)]

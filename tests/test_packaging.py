@@ -1,6 +1,6 @@
-"""The two dependency lists agree: pyproject.toml's [project] dependencies (what `make venv` and
-`pip install -e .` install) and the pip: list of envs/benchlib.yaml (the conda environment of the
-workflow rules) pin exactly the same packages to exactly the same versions."""
+"""Three dependency lists agree: pyproject.toml declares compatible ranges and extras (what
+`pip install benchlib[...]` accepts), envs/constraints.txt pins the exact versions `make` installs,
+and envs/benchlib.yaml (the conda environment of the workflow rules) pins the same versions."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO
+from packaging.requirements import Requirement
 
 PYPROJECT = REPO / "pyproject.toml"
-CONDA = "envs/benchlib.yaml"
-CONDA_ENV = REPO / CONDA
-PIN = re.compile(
-    r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([A-Za-z0-9.+!-]+)\s*$"
-)
+CONSTRAINTS = REPO / "envs" / "constraints.txt"
+CONDA_ENV = REPO / "envs" / "benchlib.yaml"
+PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.+!-]+)\s*$")
+# What the conda environment of the rules holds: the library and the papers' workflow.
+CONDA_EXTRAS = ("workflow", "medical", "fedagain")
 
 
 def canonical(name: str) -> str:
@@ -25,10 +26,13 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def parse_pins(requirements: list[str], source: str) -> dict[str, str]:
-    """Package -> version of ``name==version`` lines; anything else is an error naming it."""
+def parse_pins(lines: list[str], source: str) -> dict[str, str]:
+    """Package -> version of ``name==version`` lines (comments and blanks skipped)."""
     pins: dict[str, str] = {}
-    for line in requirements:
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
         match = PIN.match(line)
         assert match, f"{source}: {line!r} is not an exact pin (name==version)"
         name = canonical(match.group(1))
@@ -37,12 +41,28 @@ def parse_pins(requirements: list[str], source: str) -> dict[str, str]:
     return pins
 
 
-def pyproject_pins(path: Path) -> dict[str, str]:
-    dependencies = tomllib.loads(path.read_text())["project"]["dependencies"]
-    return parse_pins(dependencies, f"{path.name} [project] dependencies")
+def project(path: Path = PYPROJECT) -> dict:
+    return tomllib.loads(path.read_text())["project"]
 
 
-def conda_pip_pins(path: Path) -> dict[str, str]:
+def requirements(
+    path: Path = PYPROJECT, extras: tuple[str, ...] | None = None
+) -> list[Requirement]:
+    """Base requirements plus those of ``extras`` (default: every extra), self-references
+    (``benchlib[...]``) left out."""
+    meta = project(path)
+    chosen = meta["optional-dependencies"] if extras is None else extras
+    lines = list(meta["dependencies"])
+    for extra in chosen:
+        lines += meta["optional-dependencies"][extra]
+    return [r for r in map(Requirement, lines) if canonical(r.name) != "benchlib"]
+
+
+def constraint_pins(path: Path = CONSTRAINTS) -> dict[str, str]:
+    return parse_pins(path.read_text().splitlines(), path.name)
+
+
+def conda_pip_pins(path: Path = CONDA_ENV) -> dict[str, str]:
     """The pip: list of a conda environment file, without the editable install of benchlib."""
     env = yaml.safe_load(path.read_text())
     lists = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
@@ -51,20 +71,65 @@ def conda_pip_pins(path: Path) -> dict[str, str]:
     return parse_pins(lines, f"{path.name} pip:")
 
 
-def disagreements(pyproject: Path, conda_env: Path) -> list[str]:
-    """One message per package pinned differently (or only once) in the two files."""
-    left, right = pyproject_pins(pyproject), conda_pip_pins(conda_env)
-    return [
-        f"{name}: pyproject.toml pins {left.get(name, '(missing)')}, "
-        f"envs/benchlib.yaml pins {right.get(name, '(missing)')}"
-        for name in sorted(left.keys() | right.keys())
-        if left.get(name) != right.get(name)
+def range_problems(pyproject: Path, constraints: Path) -> list[str]:
+    """Every requirement of pyproject.toml must be pinned in the constraints, inside its range."""
+    pins = constraint_pins(constraints)
+    problems = []
+    for req in requirements(pyproject):
+        pinned = pins.get(canonical(req.name))
+        if pinned is None:
+            problems.append(f"{req.name}: {constraints.name} has no pin")
+        elif not req.specifier.contains(pinned, prereleases=True):
+            problems.append(f"{req.name}: {constraints.name} pins {pinned}, outside {req}")
+    return problems
+
+
+def conda_problems(pyproject: Path, constraints: Path, conda_env: Path) -> list[str]:
+    """The conda env pins exactly the direct requirements of base + CONDA_EXTRAS, at the
+    constraints' versions."""
+    pins, conda = constraint_pins(constraints), conda_pip_pins(conda_env)
+    wanted = {canonical(r.name) for r in requirements(pyproject, CONDA_EXTRAS)}
+    problems = [
+        f"{name}: {constraints.name} pins {pins.get(name, '(missing)')}, "
+        f"{conda_env.name} pins {conda.get(name, '(missing)')}"
+        for name in sorted(wanted)
+        if conda.get(name) != pins.get(name)
     ]
+    problems += [
+        f"{name}: {conda_env.name} pins it but no requirement names it"
+        for name in sorted(set(conda) - wanted)
+    ]
+    return problems
 
 
-def test_pyproject_and_conda_env_pin_the_same_versions():
-    problems = disagreements(PYPROJECT, CONDA_ENV)
-    assert not problems, "pins disagree:\n" + "\n".join(problems)
+def test_every_requirement_is_pinned_inside_its_range():
+    assert not range_problems(PYPROJECT, CONSTRAINTS)
+
+
+def test_the_conda_env_pins_the_locked_versions():
+    assert not conda_problems(PYPROJECT, CONSTRAINTS, CONDA_ENV)
+
+
+def test_the_base_install_leaves_the_workflow_and_heavy_extras_out():
+    base = {canonical(Requirement(line).name) for line in project()["dependencies"]}
+    for optional in (
+        "snakemake",
+        "snakemake-executor-plugin-slurm",
+        "monai",
+        "imagecorruptions-imaug",
+        "nibabel",
+        "flwr",
+    ):
+        assert optional not in base
+    extras = project()["optional-dependencies"]
+    assert {"workflow", "medical", "fedagain", "bench", "all", "dev"} <= set(extras)
+    assert all(r.specifier and "==" not in str(r.specifier) for r in requirements())
+
+
+def test_make_installs_the_constraints():
+    makefile = (REPO / "Makefile").read_text()
+    assert "pip install -c envs/constraints.txt -e '.[all,dev]'" in makefile
+    assert "$(STAMP): pyproject.toml envs/constraints.txt" in makefile
 
 
 def test_editable_benchlib_line_is_kept_in_the_conda_env():
@@ -73,60 +138,69 @@ def test_editable_benchlib_line_is_kept_in_the_conda_env():
     assert "-e ${BENCHLIB_ROOT}" in pip
 
 
-# The check itself must catch drift in either file: edit copies and look at what it reports.
-PINNED = pyproject_pins(PYPROJECT)["snakemake"]
-OURS = f"snakemake=={PINNED}"
-
-
-def message(name: str, ours: str, theirs: str) -> str:
-    return f"{name}: pyproject.toml pins {ours}, {CONDA} pins {theirs}"
+# The checks themselves must catch drift: edit copies and look at what they report.
+PINNED = constraint_pins()["snakemake"]
 
 
 @pytest.mark.parametrize(
     ("file", "old", "new", "expected"),
     [
-        ("pyproject", OURS, "snakemake==0.0.1", message("snakemake", "0.0.1", PINNED)),
-        ("conda", OURS, "snakemake==0.0.1", message("snakemake", PINNED, "0.0.1")),
-        ("pyproject", f'"{OURS}",', "", message("snakemake", "(missing)", PINNED)),
-        ("conda", f"      - {OURS}\n", "", message("snakemake", PINNED, "(missing)")),
+        (
+            "constraints",
+            f"snakemake=={PINNED}\n",
+            "snakemake==8.0.0\n",
+            "snakemake: constraints.txt pins 8.0.0, outside snakemake<10,>=9.0",
+        ),
+        ("constraints", f"snakemake=={PINNED}\n", "", "snakemake: constraints.txt has no pin"),
         (
             "pyproject",
-            f'"{OURS}",',
-            f'"{OURS}", "Extra_Pkg==1.0",',
-            message("extra-pkg", "1.0", "(missing)"),
-        ),
-        (
-            "conda",
-            f"- {OURS}\n",
-            f"- {OURS}\n      - extra-pkg==1.0\n",
-            message("extra-pkg", "(missing)", "1.0"),
+            '"snakemake>=9.0,<10"',
+            '"snakemake>=9.0,<10", "extra-pkg>=1"',
+            "extra-pkg: constraints.txt has no pin",
         ),
     ],
-    ids=[
-        "pyproject-bumps",
-        "conda-bumps",
-        "pyproject-drops",
-        "conda-drops",
-        "pyproject-adds",
-        "conda-adds",
-    ],
+    ids=["pin-outside-range", "pin-dropped", "requirement-added"],
 )
-def test_drift_in_either_file_is_reported(tmp_path, file, old, new, expected):
-    """A changed, dropped or added pin in either copy is the one disagreement, named with both
-    versions."""
-    (tmp_path / "envs").mkdir()
-    copies = {"pyproject": tmp_path / "pyproject.toml", "conda": tmp_path / CONDA}
+def test_range_drift_is_reported(tmp_path, file, old, new, expected):
+    copies = {"pyproject": tmp_path / "pyproject.toml", "constraints": tmp_path / "constraints.txt"}
     copies["pyproject"].write_text(PYPROJECT.read_text())
-    copies["conda"].write_text(CONDA_ENV.read_text())
+    copies["constraints"].write_text(CONSTRAINTS.read_text())
     text = copies[file].read_text()
     assert text.count(old) == 1, f"{old!r} is not in the {file} copy exactly once"
     copies[file].write_text(text.replace(old, new))
-    assert disagreements(copies["pyproject"], copies["conda"]) == [expected]
+    assert range_problems(copies["pyproject"], copies["constraints"]) == [expected]
 
 
 @pytest.mark.parametrize(
-    "line", ["numpy>=2", "numpy", "numpy==2.*", "numpy==2.4,<3", "numpy ~= 2.4"]
+    ("old", "new", "expected"),
+    [
+        (
+            f"      - snakemake=={PINNED}\n",
+            "      - snakemake==0.0.1\n",
+            f"snakemake: constraints.txt pins {PINNED}, benchlib.yaml pins 0.0.1",
+        ),
+        (
+            f"      - snakemake=={PINNED}\n",
+            "",
+            f"snakemake: constraints.txt pins {PINNED}, benchlib.yaml pins (missing)",
+        ),
+        (
+            f"      - snakemake=={PINNED}\n",
+            f"      - snakemake=={PINNED}\n      - extra-pkg==1.0\n",
+            "extra-pkg: benchlib.yaml pins it but no requirement names it",
+        ),
+    ],
+    ids=["conda-bumps", "conda-drops", "conda-adds"],
 )
+def test_conda_drift_is_reported(tmp_path, old, new, expected):
+    conda = tmp_path / "benchlib.yaml"
+    text = CONDA_ENV.read_text()
+    assert text.count(old) == 1
+    conda.write_text(text.replace(old, new))
+    assert conda_problems(PYPROJECT, CONSTRAINTS, conda) == [expected]
+
+
+@pytest.mark.parametrize("line", ["numpy>=2", "numpy", "numpy==2.*", "numpy ~= 2.4"])
 def test_loose_pins_are_refused(line):
     with pytest.raises(AssertionError, match="not an exact pin"):
         parse_pins([line], "somewhere")

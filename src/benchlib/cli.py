@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchlib.errors import BenchlibError
+from benchlib.errors import BenchlibError, missing_extra
 
 LOG = logging.getLogger("benchlib")
 
@@ -129,24 +129,74 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from benchlib.fl.engine import run_cell
     from benchlib.spec import CellSpec
 
-    _set_threads(args.threads)
-    spec = CellSpec.from_dict(parse_spec(args.spec))
-    out = Path(args.out)
-    for path in (out, Path(args.timing)) if args.timing else (out,):
-        check_output_file(path)
-    check_output_dir(Path(args.checkpoints))
-    run_cell(
-        spec,
+    _run_spec(
+        CellSpec.from_dict(parse_spec(args.spec)),
         Path(args.store),
         Path(args.split),
-        out,
-        Path(args.checkpoints),
+        Path(args.out),
         Path(args.timing) if args.timing else None,
-        stop_after=args.stop_after,
+        Path(args.checkpoints),
+        args.threads,
+        args.stop_after,
     )
+
+
+def cmd_run_cell(args: argparse.Namespace) -> None:
+    from benchlib.config import load_config
+    from benchlib.spec import Cell, CellSpec
+
+    config = load_config(args.config)
+    cell = Cell.parse(args.cell)
+    grid = config.cells(cell.experiment) if cell.experiment in config.experiments else []
+    if cell not in grid:
+        raise BenchlibError(
+            f"cell {cell.id} is not in the grid of {args.config}; list the grid with "
+            f"snakemake -n --configfile={args.config}"
+        )
+    spec = CellSpec.from_dict(config.cell_spec(cell))
+    store, split = config.cell_inputs(spec.dataset)
+    for path in (Path(store) / "manifest.json", Path(split)):
+        if not path.exists():
+            raise BenchlibError(
+                f"{path} is missing; prepare it first: snakemake --configfile={args.config} "
+                f"--cores 1 {split}"
+            )
+    out = Path(args.out_dir) if args.out_dir else Path(cell.run_dir)
+    _run_spec(
+        spec,
+        Path(store),
+        Path(split),
+        out / "metrics.json",
+        out / "timing.json",
+        Path(args.out_dir) / "checkpoints" if args.out_dir else Path(cell.checkpoint_dir),
+        args.threads,
+        None,
+    )
+
+
+def _run_spec(
+    spec: Any,
+    store: Path,
+    split: Path,
+    out: Path,
+    timing: Path | None,
+    checkpoints: Path,
+    threads: int | None,
+    stop_after: int | None,
+) -> None:
+    """Run one resolved cell: its CPU kernels are set before torch loads."""
+    from benchlib import cpu_kernels
+
+    cpu_kernels.apply(cpu_kernels.setting_of(spec.training))
+    from benchlib.fl.engine import run_cell
+
+    _set_threads(threads)
+    for path in (out, timing) if timing else (out,):
+        check_output_file(path)
+    check_output_dir(checkpoints)
+    run_cell(spec, store, split, out, checkpoints, timing, stop_after=stop_after)
 
 
 def cmd_verify_store(args: argparse.Namespace) -> None:
@@ -176,6 +226,42 @@ def cmd_report(args: argparse.Namespace) -> None:
         check_output_file(path)
     kind.render(spec, [Path(p) for p in args.collected], outputs)
     LOG.info("wrote %s", " and ".join(args.out))
+
+
+def cmd_bench_kernels(args: argparse.Namespace) -> None:
+    from benchlib.bench_kernels import run_kernel_benchmark
+    from benchlib.spec import Cell
+
+    config = Path(args.config)
+    if args.cell:
+        cell = Cell.parse(args.cell)
+    else:
+        from benchlib.config import load_config
+
+        loaded = load_config(config)
+        cell = loaded.cells(next(iter(loaded.experiments)))[0]
+    run_kernel_benchmark(config, cell, repeats=args.repeats, threads=args.threads or 1)
+
+
+def cmd_digest(args: argparse.Namespace) -> None:
+    from benchlib.digest import read_run, write_digest
+
+    out = Path(args.out)
+    check_output_file(out)
+    run = read_run([Path(p) for p in args.results])
+    write_digest(run, out, args.description)
+    print(f"{out}: digest of {len(run.digests)} cells")
+
+
+def cmd_verify(args: argparse.Namespace) -> None:
+    from benchlib.digest import compare, read_digest, read_run
+
+    comparison = compare(read_run([Path(p) for p in args.results]), read_digest(Path(args.digest)))
+    print(comparison.summary_line())
+    for line in comparison.details():
+        print(line)
+    if not comparison.all_match:
+        sys.exit(1)
 
 
 def cmd_check_config(args: argparse.Namespace) -> None:
@@ -268,9 +354,27 @@ def cmd_bench(args: argparse.Namespace) -> None:
 
 
 # ------------------------------------------------------------------------------ parser
+class _PrintVersion(argparse.Action):
+    """``--version``: the version and git commit (git runs only when it is asked for)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from benchlib.provenance import version_line
+
+        print(version_line())
+        parser.exit()
+
+
+# Steps whose kernels are chosen elsewhere: a cell by its training.cpu_kernels, the benchmarks by
+# the caller's environment (they measure speed). Every other step computes with portable kernels.
+_OWN_KERNELS = ("cmd_run", "cmd_run_cell", "cmd_bench")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="benchlib", description=__doc__.splitlines()[0])
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    parser.add_argument(
+        "--version", nargs=0, action=_PrintVersion, help="print the version and git commit"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str):
@@ -305,6 +409,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
 
+    p = add(
+        "run-cell",
+        cmd_run_cell,
+        "run (or resume) one cell of a config by its id, for debugging: no spec JSON needed; "
+        "its store and split must be prepared",
+    )
+    p.epilog = (
+        "example: benchlib run-cell config/demo.yaml mnist5k/sfa/lightyear/k3/seed0 "
+        "(writes results/runs/mnist5k/sfa/lightyear/k3/seed0/metrics.json)"
+    )
+    p.add_argument("config", help="config file, e.g. config/demo.yaml")
+    p.add_argument("cell", help="experiment/malfunction/method/kK/seedS")
+    p.add_argument(
+        "--out-dir",
+        help="folder for metrics.json, timing.json and checkpoints (default: the "
+        "workflow's results/runs/<cell>, checkpoints under results/checkpoints/<cell>)",
+    )
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+
     p = add("verify-store", cmd_verify_store, "re-hash a prepared store against its manifest")
     p.add_argument("store", help="store directory (results/data/<dataset>)")
 
@@ -317,6 +440,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", required=True, help="the report's spec JSON (or @file)")
     p.add_argument("--collected", nargs="*", default=[], help="collected CSVs the kind reads")
     p.add_argument("--out", nargs="+", required=True, help="file(s) to write: .tex, or .pdf .png")
+
+    p = add(
+        "bench-kernels",
+        cmd_bench_kernels,
+        "time one cell with native and with portable CPU kernels (alternating fresh processes) "
+        "and print the ratio; its store and split must be prepared",
+    )
+    p.add_argument("config", help="config file, e.g. config/demo.yaml")
+    p.add_argument("--cell", help="experiment/malfunction/method/kK/seedS (default: the first)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per setting (default 3)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
+
+    p = add("digest", cmd_digest, "write the digest of a finished run's numbers (to publish)")
+    p.add_argument("results", nargs="+", help="results folder(s) or metrics.json files")
+    p.add_argument("--out", required=True, help="digest JSON to write")
+    p.add_argument("--description", default="", help="what the run was (config, scale)")
+
+    p = add(
+        "verify",
+        cmd_verify,
+        "check a finished run's numbers against a digest: which cells match, which differ, and "
+        "which provenance fields (torch, CPU kernels...) differ; exit 1 unless all match",
+    )
+    p.add_argument("results", nargs="+", help="results folder(s) or metrics.json files")
+    p.add_argument(
+        "--digest",
+        default="config/reference/demo_digest.json",
+        help="reference digest (default: the demo's, config/reference/demo_digest.json)",
+    )
 
     p = add("check-config", cmd_check_config, "validate a config file")
     p.add_argument("config")
@@ -402,6 +554,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="--device: reduced training.precision values also timed on the engine's fastest "
         "path (default tf32 bf16 on a GPU, none on CPU; with no value: none)",
     )
+
+    from benchlib import status  # torch-free; its module holds the command and its arguments
+
+    status.add_arguments(add("status", status.cmd_status, status.HELP))
     return parser
 
 
@@ -414,9 +570,19 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
+        if args.func.__name__ not in _OWN_KERNELS:
+            from benchlib import cpu_kernels
+
+            cpu_kernels.apply("portable")
         args.func(args)
     except BenchlibError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        error = missing_extra(exc)
+        if error is None:
+            raise
+        print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
 

@@ -12,3 +12,25 @@ def require(condition: bool, message: str) -> None:
     """Raise :class:`BenchlibError` with ``message`` unless ``condition`` holds."""
     if not condition:
         raise BenchlibError(message)
+
+
+# Optional packages -> the extra of pyproject.toml that installs them.
+EXTRAS = {
+    "monai": "medical",
+    "nibabel": "medical",
+    "imagecorruptions": "fedagain",
+    "flwr": "bench",
+    "snakemake": "workflow",
+    "snakemake_executor_plugin_slurm": "workflow",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> BenchlibError | None:
+    """The clear error for an optional package that is not installed (None for any other)."""
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    if extra is None:
+        return None
+    return BenchlibError(
+        f"{top} is not installed; it comes with the {extra} extra: pip install 'benchlib[{extra}]'"
+    )

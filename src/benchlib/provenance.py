@@ -1,0 +1,82 @@
+"""Where a run's numbers came from: code version, library versions, device and CPU kernels.
+
+Every cell's metrics.json carries :func:`cell_provenance` under ``provenance``; ``benchlib
+--version`` prints :func:`version_line`. The git part is read from the checkout that holds this
+package ("unknown" outside a clone, e.g. after a plain ``pip install``).
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import benchlib
+
+PACKAGE_ROOT = Path(benchlib.__file__).resolve().parents[2]  # the checkout of a src layout
+
+
+@functools.cache
+def git_state(root: Path = PACKAGE_ROOT) -> dict[str, Any]:
+    """``{"commit": sha or "unknown", "dirty": bool or None}`` of the checkout at ``root``."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    if not (root / ".git").exists():
+        return {"commit": "unknown", "dirty": None}
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return {"commit": "unknown", "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def version_line() -> str:
+    """``benchlib 0.1.0 (commit abc1234, dirty)`` - what ``benchlib --version`` prints."""
+    state = git_state()
+    commit = state["commit"] if state["commit"] == "unknown" else state["commit"][:12]
+    dirty = ", uncommitted changes" if state["dirty"] else ""
+    return f"benchlib {benchlib.__version__} (commit {commit}{dirty})"
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def cell_provenance(device: Any, cpu_kernels: dict[str, Any]) -> dict[str, Any]:
+    """The software and hardware facts a cell's numbers depend on (for metrics.json).
+
+    Only facts that change the numbers: no host name, no clock time, so the same cell on the same
+    software gives the same bytes on any machine where the kernels match.
+    """
+    import numpy
+    import torch
+
+    cuda = torch.version.cuda if torch.cuda.is_available() else None
+    on_gpu = getattr(device, "type", str(device)) == "cuda"
+    return {
+        "benchlib": benchlib.__version__,
+        **git_state(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": _version("torchvision"),
+        "numpy": numpy.__version__,
+        "cuda": cuda,
+        "cudnn": torch.backends.cudnn.version() if cuda else None,
+        "device": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+        "threads": torch.get_num_threads(),
+        "cpu_kernels": cpu_kernels,
+    }
