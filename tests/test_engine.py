@@ -84,12 +84,12 @@ def test_star_clients_share_one_global_model_and_local_never_communicates(
 ):
     star = Cell(smoke_cell_spec("fedavg", "none", 0), mnist_store, smoke_split)
     star.run_round(0)
-    vectors = [star._evaluation_vector(c) for c in range(star.num_clients)]
+    vectors = [star.scoring.evaluation_vector(c) for c in range(star.num_clients)]
     assert all(torch.equal(v, vectors[0]) for v in vectors)
     local = Cell(smoke_cell_spec("local", "none", 0), mnist_store, smoke_split)
     local.run_round(0)
     assert local.history.selections == [[[], [], [], []]]
-    own = [local._evaluation_vector(c) for c in range(local.num_clients)]
+    own = [local.scoring.evaluation_vector(c) for c in range(local.num_clients)]
     assert not torch.equal(own[0], own[1])
 
 

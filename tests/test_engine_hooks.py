@@ -134,7 +134,7 @@ def test_private_parameters_are_never_averaged(tab_data):
     assert not torch.equal(heads[0], heads[1])  # trained on own data, never averaged
     cell.run_round(1)  # loading the global model at the start of the round keeps each head
     rows = cell.clients[0].rows["test"]
-    outputs = [cell.outputs(cell.global_vector, rows, client) for client in (0, 1)]
+    outputs = [cell.scoring.outputs(cell.global_vector, rows, client) for client in (0, 1)]
     assert not torch.equal(outputs[0], outputs[1])  # scored with each client's own head
 
 

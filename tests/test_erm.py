@@ -94,8 +94,8 @@ def test_a_round_is_full_batch_gradient_descent_on_the_pooled_rows(data):
     fedavg.run_round(0)
     assert not np.allclose(got, fedavg.global_vector.double().numpy(), atol=1e-4)
     # every client is scored with the one model, the held-out client too
-    assert all(torch.equal(cell._evaluation_vector(c), cell.global_vector) for c in (0, 1))
-    assert torch.equal(cell._held_out_vector(), cell.global_vector)
+    assert all(torch.equal(cell.scoring.evaluation_vector(c), cell.global_vector) for c in (0, 1))
+    assert torch.equal(cell.scoring.held_out_vector(), cell.global_vector)
 
 
 def test_held_out_rows_never_train(data, tmp_path):

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from benchlib.fl.engine import Cell
+from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound, build_method
 from benchlib.methods.fedagain import FedAgain, trust_weights
 
@@ -84,7 +85,9 @@ def test_benchmark_error_and_divergence_in_a_real_cell(mnist_store, smoke_split,
     trained = [cell.layout.flatten(cell.models[c]) for c in range(4)]
     for c in range(4):
         rows = cell.clients[c].rows["val"]
-        expected = F.cross_entropy(cell.outputs(start, rows, c), cell.source.targets_of(rows))
+        expected = F.cross_entropy(
+            cell.scoring.outputs(start, rows, c), cell.source.targets_of(rows)
+        )
         assert log["E"][c] == pytest.approx(float(expected), rel=1e-5)
         d = float(torch.linalg.vector_norm(trained[c].double() - start.double()))
         assert log["D"][c] == pytest.approx(d, rel=1e-9)
@@ -93,3 +96,88 @@ def test_benchmark_error_and_divergence_in_a_real_cell(mnist_store, smoke_split,
     mixed = sum(w * v.double() for w, v in zip(log["w"], trained, strict=True))
     assert torch.allclose(cell.global_vector.double(), mixed, atol=1e-6)
     assert cell.metrics()["method_summary"]["trust"][0] == log
+    # the engine's layout gives the parameter entries (this CNN has no float buffers)
+    assert cell.method.mask is not None and bool(cell.method.mask.all())
+    assert torch.equal(cell.method.mask, cell.layout.parameter_mask(cell.models[0]))
+
+
+# ------------------------------------------------------- D_k over parameters only (issue 24.1)
+def _bn_model() -> torch.nn.Module:
+    # state entries in vector order: 0.weight (4), 0.bias (2), 1.weight (2), 1.bias (2),
+    # 1.running_mean (2), 1.running_var (2), 2.weight (2), 2.bias (1); num_batches_tracked is
+    # an integer buffer, never transmitted
+    return torch.nn.Sequential(
+        torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2), torch.nn.Linear(2, 1)
+    )
+
+
+BUFFERS = slice(10, 14)  # running_mean and running_var of the BatchNorm layer
+
+
+class _Training:
+    """The part of a TrainingContext FedAgain's client report reads, on a real layout."""
+
+    def __init__(self, model: torch.nn.Module, errors: list[float]) -> None:
+        self.layout = ParamLayout.of(model)
+        self.models = [model] * len(errors)
+        self.global_vector = torch.zeros(self.layout.size)
+        self.errors = errors
+
+    def evaluate_loss(self, client: int, vector: torch.Tensor, subset: str = "val") -> float:
+        return self.errors[client]
+
+
+def test_parameter_mask_leaves_out_batchnorm_buffers():
+    layout = ParamLayout.of(_bn_model())
+    assert layout.size == 17
+    mask = layout.parameter_mask(_bn_model())
+    assert mask.tolist() == [True] * 10 + [False] * 4 + [True] * 3
+
+
+def _fedagain_round(received: torch.Tensor) -> tuple[FedAgain, torch.Tensor]:
+    training = _Training(_bn_model(), [0.1, 1.0])
+    method = FedAgain()
+    method.setup(2, 1, 0)
+    reports = [method.client_report(training, c, 0) for c in range(2)]
+    info = StarRound(
+        round=0,
+        num_rounds=1,
+        train_sizes=torch.ones(2, dtype=torch.float64),
+        batch_counts=torch.ones(2, dtype=torch.float64),
+        participants=[0, 1],
+        reports=reports,
+    )
+    return method, method.aggregate(training.global_vector, received, info)
+
+
+def test_divergence_ignores_batchnorm_statistics():
+    received = torch.zeros(2, 17)
+    received[0, 0], received[0, 14] = 3.0, 4.0  # parameters moved by 5
+    received[1, 1] = 1.0  # parameters moved by 1
+    received[0, BUFFERS] = 100.0  # BatchNorm statistics drifted far (would give D = 200.06)
+    method, new = _fedagain_round(received)
+    log = method.summary()["trust"][0]
+    # D = 5, 1; E = 0.1, 1.0 -> T = 1000/501, 1000/1001 -> w = (1001, 501) / 1502
+    assert log["D"] == pytest.approx([5.0, 1.0], rel=1e-12)
+    assert log["T"] == pytest.approx([1000 / 501, 1000 / 1001], rel=1e-12)
+    assert log["w"] == pytest.approx([1001 / 1502, 501 / 1502], rel=1e-12)
+    # the buffers are still aggregated with the trust weights
+    assert new[BUFFERS].tolist() == pytest.approx([100.0 * 1001 / 1502] * 4, rel=1e-6)
+    # changing only BatchNorm buffers of the received vectors leaves the trust weights unchanged
+    changed = received.clone()
+    changed[0, BUFFERS] = 0.0
+    changed[1, BUFFERS] = torch.tensor([-7.0, 3.0, 50.0, 0.25])
+    again, _ = _fedagain_round(changed)
+    assert again.summary()["trust"][0]["w"] == log["w"]
+    assert again.summary()["trust"][0]["D"] == log["D"]
+
+
+def test_non_finite_batchnorm_statistics_still_mean_no_trust():
+    received = torch.zeros(2, 17)
+    received[0, 0], received[1, 1] = 3.0, 1.0
+    received[1, 11] = float("nan")  # a broken model, even if only in its buffers
+    method, new = _fedagain_round(received)
+    log = method.summary()["trust"][0]
+    assert log["D"][0] == pytest.approx(3.0) and log["D"][1] is None
+    assert log["w"] == [1.0, 0.0]
+    assert bool(torch.isfinite(new).all())

@@ -14,7 +14,8 @@ from test_download import serve_directory
 
 from benchlib.errors import BenchlibError
 from benchlib.models import build_model
-from benchlib.models.pretrained import WEIGHTS_URLS, fetch_weights, weights_path
+from benchlib.models.pretrained import fetch_weights
+from benchlib.weights import WEIGHTS_URLS, weights_path
 
 
 def save_hub_file(state: dict, folder: Path, stem: str) -> Path:

@@ -252,7 +252,7 @@ def test_similarity_figure_scales_the_reference_row(tmp_path):
 
 
 def test_undefined_client_values_are_left_out_of_a_cell_mean():
-    from benchlib.report.kinds.tfl_table import cell_value
+    from benchlib.report.kinds.tfl_runs import cell_value
 
     metrics = {"held_out_clients": [{"test_roc_auc": 0.5}, {"test_roc_auc": None},
                                     {"test_roc_auc": 0.8}]}  # fmt: skip
@@ -272,7 +272,11 @@ def test_current_flow_centrality_by_hand():
     # scaled by 2 / ((n - 1)(n - 2)) = 1/3. Shortest paths give only 1/2 -> 1/6.
     cycle = np.array([[0, 1, 1, 0], [1, 0, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]])
     np.testing.assert_allclose(centrality(cycle, "current_flow"), [1 / 3] * 4)
-    np.testing.assert_allclose(centrality(cycle, "betweenness"), [1 / 6] * 4)
+    normalised = centrality(cycle, "betweenness", normalized_betweenness=True)
+    np.testing.assert_allclose(normalised, [1 / 6] * 4)
+    # the paper's unnormalised betweenness (the TFL default): pairs (0, 3) and (1, 2) split
+    # their two shortest paths, 1/2 through each of the other nodes
+    np.testing.assert_allclose(centrality(cycle, "betweenness"), [1 / 2] * 4)
     # disconnected: the path 0-1-2 and an isolated node 3 (per component, the whole graph's n)
     path = np.zeros((4, 4), dtype=int)
     path[0, 1] = path[1, 0] = path[1, 2] = path[2, 1] = 1

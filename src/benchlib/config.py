@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ from benchlib.catalog import (
     check_params,
 )
 from benchlib.errors import BenchlibError, require
-from benchlib.spec import CellSpec
+from benchlib.spec import Cell, CellSpec
 
 LOG = logging.getLogger("benchlib")
 NO_MALFUNCTION = "none"
@@ -121,31 +120,6 @@ def _message(error: jsonschema.ValidationError) -> str:
         if options:
             return " or ".join(options)
     return error.message
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One FL run in the grid."""
-
-    experiment: str
-    malfunction: str
-    method: str
-    k: int
-    seed: int
-
-    @property
-    def run_dir(self) -> str:
-        return (
-            f"results/runs/{self.experiment}/{self.malfunction}/{self.method}/"
-            f"k{self.k}/seed{self.seed}"
-        )
-
-    @property
-    def checkpoint_dir(self) -> str:
-        return (
-            f"results/checkpoints/{self.experiment}/{self.malfunction}/{self.method}/"
-            f"k{self.k}/seed{self.seed}"
-        )
 
 
 class Config:
@@ -251,6 +225,13 @@ class Config:
         """The dataset whose split ``dataset`` uses (a variant shares its base's split unless
         its axes change the clients' data)."""
         return self.splits[dataset]
+
+    def cell_inputs(self, dataset: str) -> tuple[str, str]:
+        """The store directory and split CSV the cells of ``dataset`` read (the corrupted copy
+        of the store when the dataset has a corruption)."""
+        from benchlib.data.corruptions import cell_store
+
+        return cell_store(self, dataset), f"results/splits/{self.split_name(dataset)}.csv"
 
     # ------------------------------------------------------------------ validation
     def _check_semantics(self) -> None:

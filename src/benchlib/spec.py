@@ -1,4 +1,5 @@
-"""The cell spec: everything one FL run needs, resolved from the config (one owner of its keys).
+"""A cell of the grid (:class:`Cell`) and its spec: everything one FL run needs, resolved from
+the config (one owner of its keys).
 
 The config resolves a :class:`CellSpec` per cell (:meth:`benchlib.config.Config.cell_spec`),
 Snakemake passes it to ``benchlib run`` as JSON, the engine reads it, and metrics.json records
@@ -14,6 +15,40 @@ from typing import Any
 from benchlib.errors import BenchlibError
 
 TRAINING_KEYS = ("optimizer", "lr", "batch_size", "local_epochs", "rounds")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One FL run in the grid."""
+
+    experiment: str
+    malfunction: str
+    method: str
+    k: int
+    seed: int
+
+    @classmethod
+    def parse(cls, text: str) -> Cell:
+        """``experiment/malfunction/method/kK/seedS`` (the cell's :attr:`id`) -> Cell."""
+        parts = text.strip("/").split("/")
+        if len(parts) != 5 or not parts[3].startswith("k") or not parts[4].startswith("seed"):
+            raise BenchlibError(f"cell {text!r} is not experiment/malfunction/method/kK/seedS")
+        try:
+            return cls(parts[0], parts[1], parts[2], int(parts[3][1:]), int(parts[4][4:]))
+        except ValueError as exc:
+            raise BenchlibError(f"cell {text!r}: k and seed must be integers") from exc
+
+    @property
+    def id(self) -> str:
+        return f"{self.experiment}/{self.malfunction}/{self.method}/k{self.k}/seed{self.seed}"
+
+    @property
+    def run_dir(self) -> str:
+        return f"results/runs/{self.id}"
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return f"results/checkpoints/{self.id}"
 
 
 @dataclass(frozen=True)
@@ -67,6 +102,18 @@ class CellSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def federation(self) -> list[int]:
+        """The clients that train: all but the held-out ones (checked: at least two)."""
+        held_out = set(self.held_out)
+        if not all(0 <= c < self.clients for c in held_out):
+            raise BenchlibError(
+                f"held-out clients {sorted(held_out)} must be in 0..{self.clients - 1}"
+            )
+        federation = [c for c in range(self.clients) if c not in held_out]
+        if len(federation) < 2:
+            raise BenchlibError("a federation needs at least 2 training clients")
+        return federation
 
     def summary(self) -> dict[str, Any]:
         """The keys that identify the cell in metrics.json and collected CSVs (plus one

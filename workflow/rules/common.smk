@@ -5,10 +5,9 @@ import math
 import sys
 
 from benchlib.config import Config, Cell, NO_MALFUNCTION
-from benchlib.data.corruptions import cell_store
 from benchlib.data.registry import get_dataset
 from benchlib.errors import BenchlibError
-from benchlib.models.pretrained import WEIGHTS_URLS, weights_path
+from benchlib.weights import WEIGHTS_URLS, weights_path
 from benchlib.targets import report_names
 
 
@@ -63,9 +62,10 @@ def get_cell_spec(wildcards):
 
 def get_cell_data(wildcards):
     dataset = CFG.experiment_dataset(wildcards.experiment)
+    store, split = CFG.cell_inputs(dataset)  # the corrupted copy of the store if any
     return {
-        "store": f"{cell_store(CFG, dataset)}/manifest.json",  # corrupted copy if any
-        "split": f"results/splits/{CFG.split_name(dataset)}.csv",
+        "store": f"{store}/manifest.json",
+        "split": split,
         **weights_of(
             dataset
         ),  # pretrained weights (weights.smk), fetched on the submitting host

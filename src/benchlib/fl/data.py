@@ -17,12 +17,14 @@ from __future__ import annotations
 import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from benchlib.data.store import PreparedData
+from benchlib.data.split import read_split
+from benchlib.data.store import PreparedData, load_store
 from benchlib.errors import require
 from benchlib.fl.transforms import Transforms
 from benchlib.tasks.base import Task
@@ -197,3 +199,51 @@ class BatchSource:
         if self.resident:
             return self._targets[torch.from_numpy(self._position[rows]).to(self.device)]
         return self.task.to_target(np.take(self.targets, rows, axis=0)).to(self.device)
+
+
+@dataclass
+class CellData:
+    """A cell's data: each client's rows, the batch source over the store, and what the model
+    and loss are built for (outputs, input shape, the federation's training labels)."""
+
+    clients: list[ClientData]
+    source: BatchSource
+    num_outputs: int
+    input_shape: tuple[int, ...]  # (C, H, W) of images, (F,) of tabular rows
+    train_labels: np.ndarray
+    num_classes: int
+
+    @classmethod
+    def load(
+        cls,
+        store_dir: Path,
+        split_path: Path,
+        num_clients: int,
+        task: Task,
+        device: torch.device,
+        transforms: Transforms,
+        mode: str,
+    ) -> CellData:
+        """Read the store and the split; the store must hold the cell's task."""
+        data = load_store(store_dir)
+        require(
+            data.task == task.name,
+            f"the store {store_dir} holds a {data.task} dataset but the cell's task is "
+            f"{task.name}; set the dataset's task to {data.task}",
+        )
+        clients = client_rows(data, read_split(split_path, data, num_clients), num_clients)
+        shape = tuple(data.inputs.shape)
+        if len(shape) == 2:  # tabular rows
+            input_shape: tuple[int, ...] = (shape[1],)
+        else:  # grey [N, H, W] or colour [N, H, W, C] images
+            input_shape = (1, *shape[1:3]) if len(shape) == 3 else (shape[3], *shape[1:3])
+        return cls(
+            clients=clients,
+            source=BatchSource.of_store(data, task, clients, device, transforms, mode=mode),
+            num_outputs=task.num_outputs(data.arrays, data.num_classes),
+            input_shape=input_shape,
+            train_labels=data.index["label"].to_numpy()[
+                np.concatenate([c.rows["train"] for c in clients])
+            ],
+            num_classes=data.num_classes,
+        )

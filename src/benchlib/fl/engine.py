@@ -26,39 +26,38 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib import __version__
-from benchlib.data.split import read_split
-from benchlib.data.store import load_store
+from benchlib import __version__, cpu_kernels
 from benchlib.errors import require
-from benchlib.fl.batched import BatchedClients, why_not_batched
+from benchlib.fl.batching import batched_clients, proximal_rows
 from benchlib.fl.checkpoint import (
     clear_checkpoints,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
 )
-from benchlib.fl.data import BatchSource, ClientData, client_rows
+from benchlib.fl.data import BatchSource, CellData, ClientData
 from benchlib.fl.device import select_device
 from benchlib.fl.loops import predict, train_epoch
-from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction, malicious_clients
+from benchlib.fl.malfunctions import MalfunctionPlan
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.params import ParamLayout, StackSpace
 from benchlib.fl.precision import precision_of
 from benchlib.fl.prefetch import prefetch_depth
+from benchlib.fl.progress import eta_text, record_round
 from benchlib.fl.rng import seed_torch_global, torch_generator
+from benchlib.fl.scoring import Scorer, finite_or_none
 from benchlib.fl.transforms import Transforms
 from benchlib.io import sha256_json, write_json_atomic
 from benchlib.methods.base import (
     LossHook,
-    Method,
     P2PMethod,
-    PeerEvaluator,
     PeerView,
     StarMethod,
     StarRound,
     build_method,
 )
 from benchlib.models import build_model
+from benchlib.provenance import cell_provenance
 from benchlib.seeding import numpy_rng
 from benchlib.spec import CellSpec
 from benchlib.tasks import get_task
@@ -171,8 +170,12 @@ class History:
         return cls(metric=metric, val=saved.pop(f"val_{metric}"), **saved)
 
 
-def _finite_or_none(value: float) -> float | None:
-    return value if value == value and abs(value) != float("inf") else None
+def _peer_scores(scores: dict[int, float], client: int, num_clients: int) -> list[float | None]:
+    """A P2P client's score of every client (None for itself, unscored and non-finite ones)."""
+    return [
+        None if j == client or j not in scores else finite_or_none(scores[j])
+        for j in range(num_clients)
+    ]
 
 
 class Cell:
@@ -194,38 +197,23 @@ class Cell:
         self.rounds = int(self.training["rounds"])
         require(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
         self.held_out = sorted(set(self.spec.held_out))
-        require(
-            all(0 <= c < self.num_clients for c in self.held_out),
-            f"held-out clients {self.held_out} must be in 0..{self.num_clients - 1}",
-        )
-        self.federation = [c for c in range(self.num_clients) if c not in self.held_out]
-        require(len(self.federation) >= 2, "a federation needs at least 2 training clients")
-
+        self.federation = self.spec.federation()
         self.task = get_task(self.spec.task)
-        data = load_store(store_dir)
-        require(
-            data.task == self.task.name,
-            f"the store {store_dir} holds a {data.task} dataset but the cell's task is "
-            f"{self.task.name}; set the dataset's task to {data.task}",
-        )
-        split = read_split(split_path, data, self.num_clients)
-        self.clients: list[ClientData] = client_rows(data, split, self.num_clients)
-        self.source = BatchSource.of_store(
-            data,
+        data = CellData.load(
+            store_dir,
+            split_path,
+            self.num_clients,
             self.task,
-            self.clients,
             self.device,
             Transforms(self.spec.transforms),
             mode=str(self.training.get("data_mode", "auto")),
         )
-        self.num_outputs = self.task.num_outputs(data.arrays, data.num_classes)
-        self.input_shape = self._input_shape(tuple(data.inputs.shape))
+        self.clients, self.source = data.clients, data.source
+        self.num_outputs, self.input_shape = data.num_outputs, data.input_shape
         self.loss_fn = self.task.build_loss(
             self.training.get("loss"),
             self.training.get("loss_params"),
-            train_labels=data.index["label"].to_numpy()[
-                np.concatenate([c.rows["train"] for c in self.clients])
-            ],
+            train_labels=data.train_labels,
             num_classes=data.num_classes,
         )
 
@@ -233,57 +221,31 @@ class Cell:
         self.method.setup(self.num_clients, self.rounds, self.seed)
         self._build_models()
 
-        self.malfunction_name = self.spec.malfunction
-        self.malfunction = get_malfunction(self.malfunction_name)
-        mal = dict(self.spec.malfunction_params)
-        self.placement = str(mal.pop("placement", "first"))
-        self.malfunction_params = mal
-        positions = malicious_clients(
-            len(self.federation), int(self.spec.k), self.placement, self.seed
+        self.malfunctions = MalfunctionPlan.of(
+            self.spec.malfunction,
+            dict(self.spec.malfunction_params),
+            int(self.spec.k),
+            self.federation,
+            self.seed,
         )
-        self.malicious = [self.federation[i] for i in positions]
-        require(
-            self.malfunction_name != "none" or not self.malicious,
-            "malfunction 'none' needs k = 0",
-        )
+        self.malicious = self.malfunctions.malicious
         self.history = History(metric=self.task.primary_metric)
         self.start_round = 0
         self.precision = precision_of(self.training)
         if self.precision != "fp32":
             LOG.info("forwards in %s (training.precision)", self.precision)
-        self.batched = self._batched_clients()
-
-    def _batched_clients(self) -> BatchedClients | None:
-        """The lock-step trainer when the cell's clients can train batched (see fl/batched.py).
-
-        ``training.client_batching``: ``auto`` (default) batches on a GPU when possible, ``on``
-        batches wherever possible (also on CPU), ``off`` never.
-        """
-        choice = str(self.training.get("client_batching", "auto"))
-        require(choice in ("auto", "on", "off"), f"unknown client_batching {choice!r}")
-        if choice == "off" or (choice == "auto" and self.device.type != "cuda"):
-            return None
-        reason = why_not_batched(
-            self.models, self.optimizers, self.loss_fn, self.method.private_prefixes
+        self.batched = batched_clients(
+            self.training,
+            self.device,
+            self.models,
+            self.optimizers,
+            self.loss_fn,
+            self.method,
+            self.precision,
         )
-        if reason is None and type(self.method).train_client is not Method.train_client:
-            reason = f"method {self.spec.method} trains its clients its own way"
-        if reason is not None:
-            LOG.info("clients train one after another: %s", reason)
-            return None
-        LOG.info("clients train batched (lock-step, one vmap over %d models)", self.num_clients)
-        graphs = bool(self.training.get("cuda_graphs", True))
-        return BatchedClients(
-            self.models[0], self.loss_fn, cuda_graphs=graphs, precision=self.precision
-        )
+        self.scoring = Scorer(self)
 
     # --------------------------------------------------------------------------- set-up
-    @staticmethod
-    def _input_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
-        if len(shape) == 2:  # tabular rows
-            return (shape[1],)
-        return (1, shape[1], shape[2]) if len(shape) == 3 else (shape[3], shape[1], shape[2])
-
     def _build_models(self) -> None:
         init = self.spec.model.get("init", self.method.model_init)
         require(init in ("shared", "per_client"), f"unknown model init {init!r}")
@@ -321,52 +283,6 @@ class Cell:
             torch.manual_seed(seed)
             return self.layout.flatten(self._new_model())
 
-    # ----------------------------------------------------------------- evaluation helpers
-    def outputs(self, vector: torch.Tensor, rows: np.ndarray, client: int | None) -> torch.Tensor:
-        """Outputs of the model ``vector`` on store ``rows`` (client's private parameters kept)."""
-        if self.method.private_prefixes and client is not None:
-            self.scratch.load_state_dict(self.models[client].state_dict())
-        self.layout.load(self.scratch, vector)
-        return predict(self.scratch, self.source, rows, precision=self.precision)
-
-    def _evaluate(self, client: int, vector: torch.Tensor, subset: str) -> float:
-        rows = self.clients[client].rows[subset]
-        return self.task.primary(self.outputs(vector, rows, client), self.source.targets_of(rows))
-
-    def _evaluation_vector(self, client: int) -> torch.Tensor:
-        if isinstance(self.method, StarMethod):
-            return self.method.evaluation_vector(client, self.global_vector)
-        return self.layout.flatten(self.models[client])
-
-    def _held_out_vector(self) -> torch.Tensor:
-        return self.method.held_out_vector(
-            self.global_vector, [self.layout.flatten(self.models[c]) for c in self.federation]
-        )
-
-    def _primary(self, client: int, subset: str) -> float:
-        return self._evaluate(client, self._evaluation_vector(client), subset)
-
-    def _test_metrics(self, client: int, vector: torch.Tensor) -> dict[str, float]:
-        rows = self.clients[client].rows["test"]
-        outputs = self.outputs(vector, rows, client)
-        return self.task.metrics(outputs, self.source.targets_of(rows))
-
-    def _peer_evaluator(self, client: int) -> PeerEvaluator:
-        rows = self.clients[client].rows["val"]
-        targets = self.source.targets_of(rows)
-        batched = self.batched
-        return PeerEvaluator(
-            predict=lambda vector: self.outputs(vector, rows, client),
-            labels=targets,
-            view=lambda vector: self.task.peer_view(self.outputs(vector, rows, client), targets),
-            predict_many=None
-            if batched is None
-            else lambda vectors: batched.predict_many(
-                self.layout.unflatten_many(vectors), self.source, rows
-            ),
-            view_of_outputs=lambda outputs: self.task.peer_view(outputs, targets),
-        )
-
     # ---------------------------------------------------------------------- round loop
     def _participants(self, round_index: int) -> list[int]:
         rng = numpy_rng(self.seed, "participants", round_index)
@@ -380,19 +296,9 @@ class Cell:
     def _transmit(
         self, round_index: int, participants: list[int], trained: dict[int, torch.Tensor]
     ) -> dict[int, torch.Tensor]:
-        sent = dict(trained)
-        applied: dict[str, str] = {}
-        for client in self.malicious:
-            if client not in trained:
-                continue
-            ctx = MalfunctionContext(
-                seed=self.seed,
-                round=round_index,
-                client=client,
-                fresh_vector=self._fresh_vector,
-                params=self.malfunction_params,
-            )
-            sent[client], applied[str(client)] = self.malfunction(trained[client], ctx)
+        sent, applied = self.malfunctions.transmit(
+            self.seed, round_index, trained, self._fresh_vector
+        )
         self.history.schedule.append(applied)
         return sent
 
@@ -410,7 +316,7 @@ class Cell:
             round=round_index,
             layout=self.layout,
             global_vector=self.global_vector if isinstance(self.method, StarMethod) else None,
-            evaluator=self._evaluate,
+            evaluator=self.scoring.evaluate,
         )
         for client in participants:
             if isinstance(self.method, StarMethod):
@@ -427,7 +333,14 @@ class Cell:
                 self.source,
                 self.training,
                 [(self.seed, "train", round_index, c) for c in participants],
-                proximal=self._proximal_rows(training, participants),
+                proximal=proximal_rows(
+                    self.method,
+                    training,
+                    participants,
+                    self.models[participants[0]],
+                    self.layout,
+                    self.device,
+                ),
             )
         trained, reports = {}, []
         for client in participants:
@@ -438,27 +351,6 @@ class Cell:
             trained[client] = self.layout.flatten(self.models[client])
             reports.append(self.method.client_report(training, client, round_index))
         return trained, reports
-
-    def _proximal_rows(
-        self, training: LocalTraining, participants: list[int]
-    ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The method's proximal pulls for batched training: coefficients [C, 1] and anchors
-        [C, D] in the batched parameter order (``None`` when no client is pulled)."""
-        pulls = [self.method.proximal_term(training, client) for client in participants]
-        if all(pull is None for pull in pulls):
-            return None
-        model = self.models[participants[0]]
-        zero = torch.zeros(self.layout.size, device=self.device)
-        anchors = torch.stack(
-            [
-                self.layout.parameter_entries(model, zero if p is None else p[1].to(self.device))
-                for p in pulls
-            ]
-        )
-        coefficients = torch.tensor(
-            [[0.0 if p is None else float(p[0])] for p in pulls], device=self.device
-        )
-        return coefficients, anchors
 
     def _aggregate_star(
         self,
@@ -508,7 +400,7 @@ class Cell:
                 own=trained[client],
                 peers=peers,
                 received=[sent[j] for j in peers],
-                evaluator=self._peer_evaluator(client),
+                evaluator=self.scoring.peer_evaluator(client),
             )
             result = self.method.aggregate_client(view)
             self.layout.load(self.models[client], result.vector)
@@ -516,12 +408,7 @@ class Cell:
                 self.history.nonfinite.append({"round": round_index, "model": client})
             selections[client] = sorted(result.selected)
             if result.scores:
-                scores[client] = [
-                    None
-                    if j == client or j not in result.scores
-                    else _finite_or_none(result.scores[j])
-                    for j in range(self.num_clients)
-                ]
+                scores[client] = _peer_scores(result.scores, client, self.num_clients)
         if len(self.federation) < self.num_clients:  # keep one entry per federation client
             selections = [selections[c] for c in self.federation]
             scores = [scores[c] for c in self.federation]
@@ -538,12 +425,12 @@ class Cell:
             self._aggregate_p2p(round_index, participants, trained, sent)
         if participants != self.federation:
             self.history.participants.append(participants)
-        self.history.val.append([_finite_or_none(self._primary(c, "val")) for c in self.federation])
+        self.history.val.append([self.scoring.primary(c, "val") for c in self.federation])
         if self.training.get("round_metrics"):  # per-round test metrics (fl/round_metrics.py)
             from benchlib.fl.round_metrics import check_round_metrics, round_test_metrics
 
             names = check_round_metrics(self.training["round_metrics"], self.task.entry.metrics)
-            self.history.round_metrics.append(round_test_metrics(self, names))
+            self.history.round_metrics.append(round_test_metrics(self.scoring, names))
 
     # ------------------------------------------------------------------ checkpoints
     def state(self, completed_round: int) -> dict[str, Any]:
@@ -568,15 +455,6 @@ class Cell:
         self.start_round = int(state["completed_round"]) + 1
 
     # ------------------------------------------------------------------------ results
-    def _client_entry(self, client: int, vector: torch.Tensor) -> dict[str, Any]:
-        metrics = self._test_metrics(client, vector)
-        return {
-            "client": client,
-            "malicious": client in self.malicious,
-            **{f"test_{name}": _finite_or_none(value) for name, value in metrics.items()},
-            **{f"n_{k}": v for k, v in self.clients[client].sizes.items()},
-        }
-
     def metrics(self) -> dict[str, Any]:
         result = {
             "benchlib_version": __version__,
@@ -586,18 +464,17 @@ class Cell:
             "task": self.task.name,
             "primary_metric": self.task.primary_metric,
             "malicious_clients": self.malicious,
-            "clients": [self._client_entry(c, self._evaluation_vector(c)) for c in self.federation],
             "history": self.history.as_dict(),
             "method_summary": self.method.summary(),
             "transmitted_parameters": self.layout.size,  # entries of one sent model vector
+            **self.scoring.results(),  # per-client test metrics (and held-out, class counts)
         }
-        if self.held_out:
-            vector = self._held_out_vector()
-            result["held_out_clients"] = [self._client_entry(c, vector) for c in self.held_out]
         if self.training.get("save_predictions"):  # a few test class maps (fl/predictions.py)
             from benchlib.fl.predictions import saved_predictions
 
-            result["predictions"] = saved_predictions(self, int(self.training["save_predictions"]))
+            result["predictions"] = saved_predictions(
+                self.scoring, int(self.training["save_predictions"])
+            )
         return result
 
 
@@ -631,6 +508,16 @@ def run_cell(
         cell.rounds,
         cell.malicious,
     )
+    kernels = cpu_kernels.in_effect(cpu_kernels.setting_of(spec.training))
+    LOG.info(
+        "CPU kernels: %s (PyTorch %s, oneDNN %s)",
+        kernels["setting"],
+        kernels["aten"],
+        kernels["onednn"],
+    )
+    note = cpu_kernels.mismatch_note(kernels)
+    if note:
+        LOG.warning("%s", note)
     latest = latest_checkpoint(ckpt_dir)
     if latest is not None:
         state = load_checkpoint(latest, cell.config_hash)
@@ -644,18 +531,20 @@ def run_cell(
             return None
         tick = time.perf_counter()
         cell.run_round(round_index)
+        record_round(out_path, cell, round_index, time.perf_counter() - tick)  # before its ckpt
         save_checkpoint(ckpt_dir, round_index, cell.state(round_index))
         round_times.append(time.perf_counter() - tick)
         val = [v for v in cell.history.val[-1] if v is not None]
         LOG.info(
-            "round %d/%d done in %.1fs: mean val %s %.4f",
+            "round %d/%d done in %.1fs: mean val %s %.4f, ETA %s",
             round_index + 1,
             cell.rounds,
             round_times[-1],
             cell.task.primary_metric,
             sum(val) / len(val) if val else float("nan"),
+            eta_text(round_times, cell.rounds - round_index - 1),
         )
-    metrics = cell.metrics()
+    metrics = {**cell.metrics(), "provenance": cell_provenance(cell.device, kernels)}
     write_json_atomic(out_path, metrics)
     if timing_path is not None:
         write_json_atomic(

@@ -129,3 +129,46 @@ def malicious_clients(num_clients: int, k: int, placement: str, seed: int) -> li
             f"unknown malfunction placement {placement!r}; choose one of: {', '.join(_PLACEMENTS)}"
         )
     return _PLACEMENTS[placement](num_clients, k, seed)
+
+
+@dataclass(frozen=True)
+class MalfunctionPlan:
+    """A cell's malfunction: which federation clients malfunction, with which parameters, and
+    what they transmit each round."""
+
+    name: str
+    malicious: list[int]
+    params: dict[str, Any]  # per-malfunction parameter dicts, plus the optional start_round
+    apply: Malfunction
+
+    @classmethod
+    def of(
+        cls, name: str, settings: dict[str, Any], k: int, federation: list[int], seed: int
+    ) -> MalfunctionPlan:
+        """From the cell's malfunction name and ``malfunction_params`` (placement + params)."""
+        apply = get_malfunction(name)
+        params = dict(settings)
+        placement = str(params.pop("placement", "first"))
+        positions = malicious_clients(len(federation), k, placement, seed)
+        malicious = [federation[i] for i in positions]
+        if name == "none" and malicious:
+            raise BenchlibError("malfunction 'none' needs k = 0")
+        return cls(name, malicious, params, apply)
+
+    def transmit(
+        self,
+        seed: int,
+        round_index: int,
+        trained: dict[int, torch.Tensor],
+        fresh_vector: Callable[[int], torch.Tensor],
+    ) -> tuple[dict[int, torch.Tensor], dict[str, str]]:
+        """The vectors the participants send (malfunctioning ones corrupted; their own models
+        untouched) and which malfunction each malfunctioning participant applied."""
+        sent = dict(trained)
+        applied: dict[str, str] = {}
+        for client in self.malicious:
+            if client not in trained:
+                continue
+            ctx = MalfunctionContext(seed, round_index, client, fresh_vector, self.params)
+            sent[client], applied[str(client)] = self.apply(trained[client], ctx)
+        return sent, applied

@@ -13,27 +13,24 @@ from benchlib.saved_predictions import chosen_positions, encode_array
 from benchlib.tasks.segmentation import pixel_predictions
 
 if TYPE_CHECKING:
-    from benchlib.fl.engine import Cell
+    from benchlib.fl.scoring import Scorer
 
 
-def saved_predictions(cell: Cell, n: int) -> dict[str, Any]:
+def saved_predictions(scorer: Scorer, n: int) -> dict[str, Any]:
     """``{"samples_per_client": n, "clients": {client: {"rows", "masks"}}}`` of a finished cell."""
+    cell = scorer.cell
     require(
         cell.task.name == "segmentation",
         f"training.save_predictions saves class maps of segmentation cells; this cell's task is "
         f"{cell.task.name}: remove save_predictions",
     )
-    scored = [(c, cell._evaluation_vector(c)) for c in cell.federation]
-    if cell.held_out:
-        vector = cell._held_out_vector()
-        scored += [(c, vector) for c in cell.held_out]
     clients = {}
-    for client, vector in sorted(scored, key=lambda item: item[0]):
+    for client, vector in sorted(scorer.scored(), key=lambda item: item[0]):
         test_rows = cell.clients[client].rows["test"]
         rows = np.asarray(test_rows[chosen_positions(len(test_rows), n)], dtype=np.int64)
         if len(rows) == 0:
             continue
-        outputs = cell.outputs(vector, rows, client)
+        outputs = scorer.outputs(vector, rows, client)
         classes = pixel_predictions(outputs.float()).cpu().numpy().astype(np.uint8)
         clients[str(client)] = {"rows": rows.tolist(), "masks": encode_array(classes)}
     return {"samples_per_client": int(n), "clients": clients}

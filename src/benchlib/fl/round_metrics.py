@@ -3,7 +3,7 @@ metrics of every scored client, for curves such as TFL Figure 7 (ROC-AUC per rou
 
 Each round appends ``{"clients": [{metric: value}, ...], "held_out_clients": [...]}`` to the
 history (``round_metrics`` in metrics.json): federation clients in federation order, scored with
-the model they are scored with at the end (:meth:`Cell._evaluation_vector`), held-out clients
+the model they are scored with at the end (:meth:`Scorer.evaluation_vector`), held-out clients
 with the method's held-out model. Undefined values (e.g. ROC-AUC of a one-class test set) are
 ``None``. The evaluation runs inside the round, so it counts in the round's wall-clock time.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from benchlib.errors import require
 
 if TYPE_CHECKING:
-    from benchlib.fl.engine import Cell
+    from benchlib.fl.scoring import Scorer
 
 
 def check_round_metrics(names: list[str], available: tuple[str, ...] | list[str]) -> list[str]:
@@ -29,21 +29,15 @@ def check_round_metrics(names: list[str], available: tuple[str, ...] | list[str]
     return list(names)
 
 
-def _finite(value: float) -> float | None:
-    return value if value == value and abs(value) != float("inf") else None
-
-
-def round_test_metrics(cell: Cell, names: list[str]) -> dict[str, Any]:
+def round_test_metrics(scorer: Scorer, names: list[str]) -> dict[str, Any]:
     """The test metrics ``names`` of every federation and held-out client after this round."""
+    from benchlib.fl.scoring import finite_or_none
 
-    def pick(client: int, vector: Any) -> dict[str, float | None]:
-        found = cell._test_metrics(client, vector)
-        return {name: _finite(float(found[name])) for name in names}
-
-    entry: dict[str, Any] = {
-        "clients": [pick(c, cell._evaluation_vector(c)) for c in cell.federation]
-    }
-    if cell.held_out:
-        vector = cell._held_out_vector()
-        entry["held_out_clients"] = [pick(c, vector) for c in cell.held_out]
+    entry: dict[str, Any] = {"clients": []}
+    for client, vector in scorer.scored():
+        found, _ = scorer.test_scores(client, vector)
+        key = "held_out_clients" if client in scorer.cell.held_out else "clients"
+        entry.setdefault(key, []).append(
+            {name: finite_or_none(float(found[name])) for name in names}
+        )
     return entry

@@ -9,7 +9,7 @@ check, and :func:`load_pretrained` re-checks it before loading (``weights_only``
 ``results/weights/<file name>``; a model config asks for it with ``params: {pretrained: true}``
 (``weights_url`` names a mirror whose file name follows the same convention).
 
-This module's path helpers import no torch (the workflow calls them while parsing).
+The URLs and paths (torch-free, read while the workflow parses) are in :mod:`benchlib.weights`.
 """
 
 from __future__ import annotations
@@ -18,52 +18,15 @@ import hashlib
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from benchlib.errors import BenchlibError, require
+from benchlib.weights import hash_prefix
 
-WEIGHTS_DIR = "results/weights"
-WEIGHTS_URLS = {
-    "densenet121": "https://download.pytorch.org/models/densenet121-a639ec97.pth",
-    "efficientnet_b0": "https://download.pytorch.org/models/efficientnet_b0_rwightman-7f5810bc.pth",
-    "resnet18": "https://download.pytorch.org/models/resnet18-f37072fd.pth",
-    "resnet50": "https://download.pytorch.org/models/resnet50-0676ba61.pth",
-}
-_HASH_PREFIX = re.compile(r"-([a-f0-9]{8,64})\.")
 # torchvision's DenseNet checkpoints predate dots in layer names ("norm.1" for "norm1")
 _DENSENET_OLD_KEY = re.compile(
     r"^(.*denselayer\d+\.(?:norm|relu|conv))\."
     r"((?:[12])\.(?:weight|bias|running_mean|running_var|num_batches_tracked))$"
 )
-
-
-def weights_url(model: str, params: dict[str, Any]) -> str:
-    """The URL of ``model``'s pretrained weights (``params.weights_url`` overrides it)."""
-    require(
-        model in WEIGHTS_URLS or "weights_url" in params,
-        f"model {model!r} has no pretrained weights here; choose one of "
-        f"{', '.join(sorted(WEIGHTS_URLS))} or set pretrained: false",
-    )
-    return str(params.get("weights_url", WEIGHTS_URLS.get(model, "")))
-
-
-def hash_prefix(filename: str) -> str:
-    """The sha256 prefix a torch.hub file name carries (``name-<hex>.pth``)."""
-    match = _HASH_PREFIX.search(filename)
-    require(
-        match is not None,
-        f"weights file name {filename!r} carries no sha256 prefix (name-<hex>.pth); give a "
-        "weights_url whose file name does",
-    )
-    assert match is not None
-    return match.group(1)
-
-
-def weights_path(model: str, params: dict[str, Any], folder: str = WEIGHTS_DIR) -> str:
-    """Where the workflow keeps ``model``'s weights: ``<folder>/<file name of the URL>``."""
-    name = Path(urlparse(weights_url(model, params)).path).name
-    hash_prefix(name)
-    return f"{folder}/{name}"
 
 
 def fetch_weights(url: str, target: str | Path) -> Path:

@@ -25,15 +25,34 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import jsonschema
 
 from benchlib.errors import BenchlibError, require
 from benchlib.registry import Registry, import_submodules
+from benchlib.spec import Cell
 
-if TYPE_CHECKING:
-    from benchlib.config import Config
+
+class ReportConfig(Protocol):
+    """What report kinds read from a loaded config (:class:`benchlib.config.Config` is one); the
+    reports depend on this view, not on the config module, which resolves them."""
+
+    raw: dict[str, Any]
+    datasets: dict[str, dict[str, Any]]
+    methods: dict[str, dict[str, Any]]
+    experiments: dict[str, dict[str, Any]]
+
+    def store_name(self, dataset: str) -> str: ...
+
+    def experiment_dataset(self, experiment: str) -> str: ...
+
+    def method_label(self, method_id: str) -> str: ...
+
+    def dataset_label(self, dataset: str) -> str: ...
+
+    def cells(self, experiment: str, malfunction: str | None = None) -> list[Cell]: ...
+
 
 # kind of output -> the target paths of a report NAME
 OUTPUTS: dict[str, tuple[str, ...]] = {
@@ -57,11 +76,11 @@ class ReportKind:
     params: ClassVar[dict[str, dict[str, Any]]] = {}
     required: ClassVar[tuple[str, ...]] = ()
 
-    def implicit(self, config: Config) -> dict[str, dict[str, Any]]:
+    def implicit(self, config: ReportConfig) -> dict[str, dict[str, Any]]:
         """Reports every config gets without naming them: report name -> parameters."""
         return {}
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         """The JSON-able spec of report ``name`` (raise BenchlibError for a bad reference)."""
         raise NotImplementedError
 
@@ -126,7 +145,7 @@ def _check_params(name: str, entry: Mapping[str, Any], kind: ReportKind) -> None
         )
 
 
-def resolve_reports(config: Config) -> dict[str, Report]:
+def resolve_reports(config: ReportConfig) -> dict[str, Report]:
     """Every report of ``config``: the kinds' implicit reports of its experiments, then the
     ``reports:`` entries (an entry with an implicit report's name replaces it)."""
     named: dict[str, dict[str, Any]] = {}
@@ -153,7 +172,7 @@ def resolve_reports(config: Config) -> dict[str, Report]:
 
 
 # --------------------------------------------------------------------- helpers for kinds
-def check_experiments(config: Config, experiments: list[str]) -> None:
+def check_experiments(config: ReportConfig, experiments: list[str]) -> None:
     for experiment in experiments:
         require(
             experiment in config.experiments,
@@ -163,7 +182,7 @@ def check_experiments(config: Config, experiments: list[str]) -> None:
 
 
 def check_known(
-    config: Config, experiment: str, field: str, values: list[Any], what: Callable[[Any], str]
+    config: ReportConfig, experiment: str, field: str, values: list[Any], what: Callable[[Any], str]
 ) -> None:
     """Require every value to be listed in the experiment's ``field``; ``what(value)`` names a
     missing one in the error."""
@@ -176,16 +195,16 @@ def check_known(
         )
 
 
-def check_malfunctions(config: Config, experiment: str, malfunctions: list[str]) -> None:
+def check_malfunctions(config: ReportConfig, experiment: str, malfunctions: list[str]) -> None:
     check_known(config, experiment, "malfunctions", malfunctions, lambda m: f"malfunction {m!r}")
 
 
-def method_rows(config: Config, experiment: str) -> list[list[str]]:
+def method_rows(config: ReportConfig, experiment: str) -> list[list[str]]:
     """[[method_id, label]] of an experiment's (implemented) methods, in row order."""
     return [[m, config.method_label(m)] for m in config.experiments[experiment]["methods"]]
 
 
-def experiment_title(config: Config, experiment: str) -> str:
+def experiment_title(config: ReportConfig, experiment: str) -> str:
     return config.experiments[experiment].get("title", experiment)
 
 

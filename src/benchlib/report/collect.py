@@ -1,7 +1,10 @@
 """Gather many metrics.json files into one tidy CSV (one row per cell x client).
 
 Columns: the cell and client fields, then one column per per-client test metric (every flat
-``test_<metric>`` key of the clients' entries, sorted), then the subset sizes.
+``test_<metric>`` key of the clients' entries, sorted), then ``class_counts`` where a cell
+recorded them (metrics.json ``class_counts``: per client the per-class true / predicted /
+correct counts of its test predictions, as compact JSON; from them the report computes macro
+scores of the pooled predictions), then the subset sizes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ ID_COLUMNS = [
     "malicious",
 ]
 SIZE_COLUMNS = ["n_train", "n_val", "n_test"]
+COUNTS_COLUMN = "class_counts"
 METRIC_PREFIX = "test_"
 AXIS_PREFIX = "axis_"  # grid-axis values of a variant experiment's cells (benchlib.axes)
 
@@ -49,7 +53,14 @@ def metrics_rows(path: Path) -> list[dict]:
     except json.JSONDecodeError as exc:
         raise BenchlibError(f"{path} is not valid JSON; delete it and rerun its cell") from exc
     cell = metrics["cell"]
-    return [{**cell, **client} for client in metrics["clients"]]
+    counts = metrics.get(COUNTS_COLUMN) or {}
+    rows = []
+    for client in metrics["clients"]:
+        row = {**cell, **client}
+        if str(client["client"]) in counts:
+            row[COUNTS_COLUMN] = json.dumps(counts[str(client["client"])], separators=(",", ":"))
+        rows.append(row)
+    return rows
 
 
 def collect(paths: list[Path]) -> pd.DataFrame:
@@ -59,6 +70,7 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         *ID_COLUMNS,
         *metric_columns(rows, AXIS_PREFIX),
         *metric_columns(rows),
+        *([COUNTS_COLUMN] if any(COUNTS_COLUMN in row for row in rows) else []),
         *SIZE_COLUMNS,
     ]
     frame = pd.DataFrame(rows, columns=columns)

@@ -36,7 +36,7 @@ from benchlib.report.kinds.history import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 
 def score_matrices(metrics: dict[str, Any]) -> list[np.ndarray]:
@@ -74,7 +74,7 @@ class AgreementView(RunsFigure):
         "title": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment, malfunction, k = params["experiment"], params["malfunction"], params["k"]
         check_experiments(config, [experiment])
         check_malfunctions(config, experiment, [malfunction])

@@ -5,11 +5,14 @@ one kidney-stone sub-dataset per group; Figures 9-10: one corruption scenario pe
 pooling the seven sub-datasets' experiments; Figure 11: one partitioner per group); one bar (or
 box) per method.
 
-Statistic: per cell, the clients' test metric weighted by their test-set sizes (for accuracy
-exactly the global model's accuracy on the pooled clean test sets; for the macro metrics the
-size-weighted mean of the clients' macro values); then, per group and method, ``fedagain_bars``
-shows the mean +- std (ddof 0) over the group's experiments and seeds, ``fedagain_box`` their
-distribution (median, quartiles, whiskers at 1.5 IQR, mean as a dot).
+Statistic: per cell, the global model's metric on the clients' pooled clean test sets (accuracy:
+the clients' accuracies weighted by their test-set sizes, exactly the pooled accuracy; macro
+recall, precision and F1 from the per-class counts of the pooled predictions, as the paper
+reports the global model's scores; cells without recorded counts fall back to the size-weighted
+mean of the clients' macro values and the caption says how many: ``pooled_metric``); then, per
+group and method, ``fedagain_bars`` shows the mean +- std (ddof 0) over the group's experiments
+and seeds, ``fedagain_box`` their distribution (median, quartiles, whiskers at 1.5 IQR, mean as
+a dot).
 
 Config entry::
 
@@ -29,21 +32,27 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from benchlib.errors import require
 from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
 from benchlib.report.figures import pyplot, save_figure
-from benchlib.report.kinds.fedagain_fig13 import add_caption, pooled_metric
+from benchlib.report.kinds.fedagain_fig13 import (
+    LABEL_OF,
+    add_caption,
+    pooled_metric,
+    with_weighted_note,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 METRICS = ["accuracy", "recall_macro", "precision_macro", "f1_macro"]
-LABELS = {"accuracy": "Accuracy", "recall_macro": "Recall", "precision_macro": "Precision",
-          "f1_macro": "F1 score", "balanced_accuracy": "Balanced accuracy"}  # fmt: skip
+LABELS = {"accuracy": "Accuracy", **LABEL_OF}
 STATISTIC = {
-    "bars": "per cell the test-size-weighted client metric of the global model (clean test "
-    "sets); bars: mean +- std over the group's experiments and seeds",
-    "box": "per cell the test-size-weighted client metric of the global model (clean test "
-    "sets); boxes: distribution over the group's experiments and seeds",
+    "bars": "per cell the global model's metric on the pooled clean test sets of all clients "
+    "(macro scores from the pooled predictions); bars: mean +- std over the group's experiments "
+    "and seeds",
+    "box": "per cell the global model's metric on the pooled clean test sets of all clients "
+    "(macro scores from the pooled predictions); boxes: distribution over the group's "
+    "experiments and seeds",
 }
 
 
@@ -97,7 +106,7 @@ class _FedAgainGroups(ReportKind):
         "note": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiments = [e for g in params["groups"] for e in g["experiments"]]
         check_experiments(config, experiments)
         methods = params.get("methods") or list(config.experiments[experiments[0]]["methods"])
@@ -127,7 +136,9 @@ class _FedAgainGroups(ReportKind):
 
         check_outputs(self, outputs)
         collected = pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True)
-        plot_groups(spec, group_values(spec, collected), outputs[0], outputs[1], self.style)
+        frame = group_values(spec, collected)
+        spec = with_weighted_note(spec, frame)
+        plot_groups(spec, frame, outputs[0], outputs[1], self.style)
 
 
 def plot_groups(spec: dict[str, Any], frame: pd.DataFrame, pdf: Path, png: Path, style: str):

@@ -3,10 +3,11 @@ number of clients (row ``clients``), one column per dataset, one line per method
 between the first two methods shaded. Figure 13 has both rows, Figure 12 (``rows: [clients]``)
 only the second.
 
-Statistic (differs from LIGHTYEAR's per-client one): per cell, the accuracy of the global model
-on the clients' pooled clean test sets (per-client test accuracy weighted by the client's test
-size, i.e. correct predictions / test samples); then mean +- std (ddof 0) over seeds (error bars
-when there is more than one seed).
+Statistic (differs from LIGHTYEAR's per-client one): per cell, the global model's metric on the
+clients' pooled clean test sets (accuracy: per-client test accuracy weighted by the client's test
+size, i.e. correct predictions / test samples; macro precision / recall / F1 from the pooled
+predictions' per-class counts, :func:`pooled_metric`); then mean +- std (ddof 0) over seeds
+(error bars when there is more than one seed).
 
 Config entry (each panel names two experiments with grid axes: ``corruption`` and ``clients``)::
 
@@ -32,26 +33,33 @@ from benchlib.report.figures import pyplot, save_figure
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 STATISTIC = (
-    "global-model accuracy on the pooled clean test sets of all clients; mean +- std over seeds"
+    "global-model {metric} on the pooled clean test sets of all clients; mean +- std over seeds"
+)
+WEIGHTED_NOTE = (
+    "; macro scores of {cells} cell(s) that recorded no class counts (older runs): the "
+    "test-size-weighted mean of the clients' macro scores"
 )
 SCENARIO_LABELS = {"none": "Clean", "light": "Light", "moderate": "Moderate", "heavy": "Heavy"}
 
 
 def scenario_label(value: Any) -> str:
-    """``light`` -> ``Light (10%, s3)``; ``{ratio, severity}`` -> ``30%, s3``."""
+    """``light`` -> ``Light (10%, s3)``; ``{ratio, severity}`` -> ``30%, s3`` (``30%, s3, train
+    only`` for the reading that leaves validation data clean)."""
     from benchlib.data.corruptions import scenario_of
 
     scenario = scenario_of(value)
     share = f"{scenario.ratio * 100:g}%, s{scenario.severity}"
+    if scenario.subsets == ("train",):
+        share += ", train only"
     if isinstance(value, str) and value != "none":
         return f"{SCENARIO_LABELS[value]} ({share})"
     return SCENARIO_LABELS["none"] if value == "none" else share
 
 
-def axis_variants(config: Config, base: str, axis: str) -> list[tuple[str, Any]]:
+def axis_variants(config: ReportConfig, base: str, axis: str) -> list[tuple[str, Any]]:
     """(variant experiment, axis value) of experiment ``base``'s ``axis``, in config order."""
     found = [
         (name, exp["axes_values"][axis])
@@ -65,16 +73,84 @@ def axis_variants(config: Config, base: str, axis: str) -> list[tuple[str, Any]]
     return found
 
 
+LABEL_OF = {"recall_macro": "Recall", "precision_macro": "Precision", "f1_macro": "F1 score",
+            "balanced_accuracy": "Balanced accuracy"}  # fmt: skip
+# macro scores computed from the per-class counts of the pooled test predictions
+POOLED_MACRO = ("precision_macro", "recall_macro", "balanced_accuracy", "f1_macro")
+COUNTS_COLUMN = "class_counts"  # report/collect.py: per client, JSON of true/predicted/correct
+
+
+def macro_scores(counts: list[dict[str, list[int]]]) -> dict[str, float]:
+    """Macro precision, recall (= balanced accuracy) and F1 of the test predictions of several
+    clients pooled: their per-class ``true`` / ``predicted`` / ``correct`` counts summed, then
+    per class P = correct / predicted, R = correct / true, F1 = 2 correct / (true + predicted)
+    (0 where the denominator is 0), averaged over the classes that are true or predicted at
+    least once (the task's torchmetrics convention, as scikit-learn's)."""
+    import numpy as np
+
+    true, predicted, correct = (
+        np.sum([np.asarray(c[key], dtype=np.float64) for c in counts], axis=0)
+        for key in ("true", "predicted", "correct")
+    )
+    active = (true + predicted) > 0
+    if not active.any():
+        return dict.fromkeys(POOLED_MACRO, float("nan"))
+
+    def ratio(num: np.ndarray, den: np.ndarray) -> float:
+        values = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+        return float(values[active].mean())
+
+    recall = ratio(correct, true)
+    return {
+        "precision_macro": ratio(correct, predicted),
+        "recall_macro": recall,
+        "balanced_accuracy": recall,
+        "f1_macro": ratio(2 * correct, true + predicted),
+    }
+
+
 def pooled_metric(frame: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
-    """Per (experiment, method_id, seed): sum(metric x n_test) / sum(n_test) over clients (for
-    accuracy exactly the global model's accuracy on the pooled test sets)."""
+    """Per (experiment, method_id, seed) the global model's ``metric`` on the clients' pooled
+    test sets, column ``statistic`` saying how it was obtained: accuracy is sum(accuracy x
+    n_test) / sum(n_test), exactly the pooled ratio (``pooled``); the macro scores come from
+    the summed per-class counts when every client of the cell recorded them (``pooled``,
+    :func:`macro_scores`), else (results of older runs) and for any other metric they are the
+    size-weighted mean of the clients' values (``weighted``)."""
+    import json
+
     column = f"test_{metric}"
     require(column in frame, f"the collected results have no {column} column")
+    keys = ["experiment", "method_id", "seed"]
     weighted = frame.assign(_w=frame[column] * frame["n_test"])
-    grouped = weighted.groupby(["experiment", "method_id", "seed"], as_index=False)[
-        ["_w", "n_test"]
-    ].sum()
-    return grouped.assign(value=grouped["_w"] / grouped["n_test"]).drop(columns=["_w"])
+    grouped = weighted.groupby(keys, as_index=False)[["_w", "n_test"]].sum()
+    grouped = grouped.assign(
+        value=grouped["_w"] / grouped["n_test"],
+        statistic="pooled" if metric == "accuracy" else "weighted",
+    ).drop(columns=["_w"])
+    if metric not in POOLED_MACRO or COUNTS_COLUMN not in frame:
+        return grouped
+    pooled = {}
+    for key, part in frame.groupby(keys):
+        if part[COUNTS_COLUMN].notna().all():
+            counts = [json.loads(text) for text in part[COUNTS_COLUMN]]
+            pooled[key] = macro_scores(counts)[metric]
+    for index, key in zip(grouped.index, grouped[keys].itertuples(index=False), strict=True):
+        if tuple(key) in pooled:
+            grouped.loc[index, ["value", "statistic"]] = [pooled[tuple(key)], "pooled"]
+    return grouped
+
+
+def with_weighted_note(spec: dict[str, Any], per_cell: pd.DataFrame) -> dict[str, Any]:
+    """``spec`` with its statistic naming the cells whose macro scores are client means."""
+    cells = per_cell[per_cell["statistic"] == "weighted"]
+    if "metric" in per_cell:
+        cells = cells[cells["metric"].isin([LABEL_OF.get(m, m) for m in POOLED_MACRO])]
+    elif spec.get("metric") not in POOLED_MACRO:
+        return spec
+    count = len(cells.drop_duplicates(["experiment", "method_id", "seed"]))
+    if not count:
+        return spec
+    return {**spec, "statistic": spec["statistic"] + WEIGHTED_NOTE.format(cells=count)}
 
 
 def add_caption(fig: Any, spec: dict[str, Any], y: float) -> None:
@@ -143,7 +219,7 @@ class FedAgainFig13(ReportKind):
         "note": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         panels, inputs = [], []
         methods: list[str] | None = params.get("methods")
         rows = list(params.get("rows", ["corruption", "clients"]))
@@ -175,7 +251,7 @@ class FedAgainFig13(ReportKind):
             "metric": params.get("metric", "accuracy"),
             "title": params.get("title", "FedAgain vs. baselines: corruption and scale"),
             "note": params.get("note", ""),
-            "statistic": STATISTIC,
+            "statistic": STATISTIC.format(metric=params.get("metric", "accuracy")),
             "inputs": sorted(set(inputs)),
         }
 
@@ -188,6 +264,7 @@ class FedAgainFig13(ReportKind):
         check_outputs(self, outputs)
         collected = pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True)
         frame = summary_frame(spec, collected)
+        spec = with_weighted_note(spec, pooled_metric(collected, spec["metric"]))
         plot_fig13(spec, frame, outputs[0], outputs[1])
 
 

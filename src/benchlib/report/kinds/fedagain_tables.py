@@ -26,7 +26,7 @@ from benchlib.report.base import ReportKind, check_outputs, register_kind
 from benchlib.report.latex import tex_escape
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 FAMILIES = {  # the package's families; Table 3 of the paper lists the same grouping
     "Noise": ["gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise"],
@@ -70,7 +70,7 @@ class FedAgainTable(ReportKind):
         "caption": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         table = params["table"]
         datasets = list(params.get("datasets", []))
         require(

@@ -23,7 +23,7 @@ from benchlib.report.base import ReportKind, check_experiments, check_outputs, r
 from benchlib.report.figures import pyplot, save_figure
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 STATISTIC = "per round: each client's FedAgain weight; thick: mean over corrupted / clean clients"
 
@@ -55,7 +55,7 @@ class FedAgainTrust(ReportKind):
         "title": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         from benchlib.config import Cell
         from benchlib.data.corruptions import corrupted_clients, scenario_of
 

@@ -34,7 +34,7 @@ from benchlib.report.kinds.history import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 NAMES = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}}
 
@@ -58,7 +58,7 @@ class GammaFigure(RunsFigure):
         "percent": {"type": "boolean", "description": "show 100 x value (default true)"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiments = params["experiments"]
         check_experiments(config, experiments)
         k = int(params.get("k", 0))

@@ -19,7 +19,7 @@ from benchlib.report.figures import save_figure
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 NO_MALFUNCTION = "none"
 
@@ -30,11 +30,11 @@ def run_file(experiment: str, malfunction: str, method: str, k: int, seed: int) 
     return f"results/runs/{experiment}/{mal}/{method}/k{k}/seed{seed}/metrics.json"
 
 
-def check_methods(config: Config, experiment: str, methods: list[str]) -> None:
+def check_methods(config: ReportConfig, experiment: str, methods: list[str]) -> None:
     check_known(config, experiment, "methods", methods, lambda m: f"method {m!r}")
 
 
-def check_ks(config: Config, experiment: str, ks: list[int]) -> None:
+def check_ks(config: ReportConfig, experiment: str, ks: list[int]) -> None:
     check_known(config, experiment, "k", ks, lambda k: f"k = {k}")
 
 

@@ -30,7 +30,7 @@ from benchlib.report.base import (
 from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 
 @register_kind
@@ -52,7 +52,7 @@ class MetricsTable(ReportKind):
         "title": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment, malfunction, k = params["experiment"], params["malfunction"], params["k"]
         check_experiments(config, [experiment])
         check_malfunctions(config, experiment, [malfunction])

@@ -45,7 +45,7 @@ from benchlib.report.figures import pyplot, save_figure
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 PAPER_VALUES = "config/paper_values/lightyear.csv"
 SCALES = {
@@ -342,7 +342,7 @@ class PaperComparison(ReportKind):
         "paper_values": {"type": "string", "description": f"CSV (default {PAPER_VALUES})"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiments = []
         for experiment, entry in params["compare"].items():
             check_experiments(config, [experiment])

@@ -31,7 +31,7 @@ from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 NAMES = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}}
 
@@ -142,14 +142,14 @@ class RobustnessFigure(ReportKind):
         **METRIC_PARAMS,
     }
 
-    def implicit(self, config: Config) -> dict[str, dict[str, Any]]:
+    def implicit(self, config: ReportConfig) -> dict[str, dict[str, Any]]:
         return {
             f"{e}_robustness": {"experiments": [e]}
             for e, exp in config.experiments.items()
             if exp.get("default_reports", True)
         }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiments = params["experiments"]
         check_experiments(config, experiments)
         panels = []

@@ -33,7 +33,7 @@ from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 LOG = logging.getLogger("benchlib")
 
@@ -105,7 +105,7 @@ class RobustnessTable(ReportKind):
         **METRIC_PARAMS,
     }
 
-    def implicit(self, config: Config) -> dict[str, dict[str, Any]]:
+    def implicit(self, config: ReportConfig) -> dict[str, dict[str, Any]]:
         return {
             f"{e}_{m}": {"experiment": e, "malfunction": m}
             for e, exp in config.experiments.items()
@@ -113,7 +113,7 @@ class RobustnessTable(ReportKind):
             for m in exp["malfunctions"]
         }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment, malfunction = params["experiment"], params["malfunction"]
         check_experiments(config, [experiment])
         check_malfunctions(config, experiment, [malfunction])

@@ -29,12 +29,12 @@ from benchlib.report.kinds.history import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 AXIS = "ana.scale"
 
 
-def scale_variants(config: Config, experiment: str) -> list[tuple[float, str]]:
+def scale_variants(config: ReportConfig, experiment: str) -> list[tuple[float, str]]:
     """(scale, variant experiment) of every ANA-scale variant of ``experiment``, by scale."""
     found = [
         (float(exp["axes_values"][AXIS]), name)
@@ -69,7 +69,7 @@ class ScaleSensitivity(RunsFigure):
         "title": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         variants = scale_variants(config, params["experiment"])
         first = config.experiments[variants[0][1]]
         method = params.get("method", first["methods"][0])

@@ -30,7 +30,7 @@ from benchlib.report.figures import pyplot, save_figure
 if TYPE_CHECKING:
     import numpy as np
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 SCOPES = {"oof": "held_out_clients", "if": "clients"}
 # class 1, 2, 3, ... (background is not drawn)
@@ -160,7 +160,7 @@ class SegmentationExamples(ReportKind):
         "title": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment = params["experiment"]
         check_experiments(config, [experiment])
         exp = config.experiments[experiment]

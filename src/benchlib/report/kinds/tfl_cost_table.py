@@ -36,7 +36,7 @@ from benchlib.report.kinds.tfl_runs import (
 from benchlib.report.stats import MetricDisplay
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 
 @register_kind
@@ -63,7 +63,7 @@ class TflCostTable(ReportKind):
         },
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment, methods = params["experiment"], params["methods"]
         runs, scope = scoped_runs(config, name, [experiment], params)
         quoted = params.get("quoted", {})

@@ -37,7 +37,7 @@ from benchlib.report.kinds.tfl_runs import (
 from benchlib.report.stats import MetricDisplay
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 
 def if_oof_values(
@@ -70,7 +70,7 @@ class TflIfOofFigure(RunsFigure):
     required = ("panels", "methods")
     params: ClassVar[dict[str, Any]] = methods_params({"panels": PANELS}, scope=False)
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         labels = [p["label"] for p in params["panels"]]
         require(len(set(labels)) == len(labels), f"reports.{name}: panel labels must differ")
         runs = []

@@ -26,36 +26,15 @@ from benchlib.report.kinds.tfl_runs import (
     by_method,
     methods_params,
     methods_spec,
+    round_means,
     run_metrics,
     scoped_runs,
     score_label,
 )
-from benchlib.report.kinds.tfl_table import SCOPES
 from benchlib.report.stats import MetricDisplay
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
-
-
-def round_means(metrics: dict[str, Any], scope: str, metric: str, where: str) -> list[float]:
-    """Per round, the mean ``metric`` over the scope's clients (NaN when none is defined)."""
-    rounds = metrics.get("history", {}).get("round_metrics") or []
-    require(
-        bool(rounds),
-        f"{where} records no per-round test metrics; set training.round_metrics: [{metric}] in "
-        "the dataset and rerun the cell",
-    )
-    out = []
-    for index, entry in enumerate(rounds):
-        clients = entry.get(SCOPES[scope]) or []
-        require(bool(clients), f"{where}: round {index} has no {SCOPES[scope]}")
-        require(
-            all(metric in c for c in clients),
-            f"{where}: round {index} lacks {metric}; add it to training.round_metrics",
-        )
-        defined = [c[metric] for c in clients if c[metric] is not None]
-        out.append(sum(defined) / len(defined) if defined else float("nan"))
-    return out
+    from benchlib.report.base import ReportConfig
 
 
 @register_kind
@@ -64,7 +43,7 @@ class TflRoundFigure(RunsFigure):
     required = ("experiment", "methods")
     params: ClassVar[dict[str, Any]] = methods_params({"experiment": {"type": "string"}})
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment = params["experiment"]
         runs, scope = scoped_runs(config, name, [experiment], params)
         metric = params.get("metric", "roc_auc")

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from benchlib.errors import require
 from benchlib.report.base import check_experiments
 from benchlib.report.kinds.history import read_json
-from benchlib.report.kinds.tfl_table import SCOPES, cell_value
 from benchlib.report.stats import METRIC_PATTERN
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
     from benchlib.report.stats import MetricDisplay
 
 T = TypeVar("T")
 
+SCOPES = {"if": "clients", "oof": "held_out_clients"}  # scope -> metrics.json key
 SCOPE_NAMES = {"if": "IF", "oof": "OOF"}  # scope -> its name in captions and axis labels
 # a parameter listing ids (methods, experiments): at least one
 NAMES_PARAM = {"type": "array", "minItems": 1, "items": {"type": "string"}}
@@ -60,7 +60,7 @@ def methods_params(
 def methods_spec(
     name: str,
     params: dict[str, Any],
-    config: Config,
+    config: ReportConfig,
     display: MetricDisplay,
     runs: list[dict[str, Any]],
     **selection: Any,
@@ -77,13 +77,13 @@ def methods_spec(
     }
 
 
-def check_methods_of(config: Config, name: str, experiment: str, methods: list[str]) -> None:
+def check_methods_of(config: ReportConfig, name: str, experiment: str, methods: list[str]) -> None:
     """Every method must be one of the experiment's."""
     missing = [m for m in methods if m not in config.experiments[experiment]["methods"]]
     require(not missing, f"reports.{name}: experiment {experiment} has no methods {missing}")
 
 
-def check_scope(config: Config, name: str, experiment: str, scope: str) -> None:
+def check_scope(config: ReportConfig, name: str, experiment: str, scope: str) -> None:
     """An OOF scope needs held-out clients in the experiment's dataset."""
     if scope == "oof":
         dataset = config.datasets[config.experiments[experiment]["dataset"]]
@@ -95,7 +95,7 @@ def check_scope(config: Config, name: str, experiment: str, scope: str) -> None:
 
 
 def scoped_runs(
-    config: Config, name: str, experiments: list[str], params: dict[str, Any]
+    config: ReportConfig, name: str, experiments: list[str], params: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], str]:
     """(:func:`cell_runs` of the report's methods in ``experiments``, the report's ``scope``
     parameter (default ``oof``) checked against every experiment)."""
@@ -107,7 +107,7 @@ def scoped_runs(
 
 
 def cell_runs(
-    config: Config, name: str, experiments: list[str], methods: list[str]
+    config: ReportConfig, name: str, experiments: list[str], methods: list[str]
 ) -> list[dict[str, Any]]:
     """One entry per cell of ``methods`` in ``experiments`` (experiment order, then the config's
     cell order): experiment, method, seed, ``path`` (metrics.json) and ``timing``."""
@@ -129,7 +129,7 @@ def cell_runs(
     return runs
 
 
-def single_cell(config: Config, name: str, params: dict[str, Any]) -> tuple[str, str]:
+def single_cell(config: ReportConfig, name: str, params: dict[str, Any]) -> tuple[str, str]:
     """(metrics.json of the one cell ``params`` names by :data:`CELL_PARAMS`, the default title
     "method label, experiment")."""
     experiment, method = params["experiment"], params["method"]
@@ -241,3 +241,39 @@ def score_label(display: MetricDisplay, scope: str | None = None) -> str:
     """A figure's score axis: "[IF |OOF ]test <metric>[ (%)]"."""
     prefix = f"{SCOPE_NAMES[scope]} " if scope else ""
     return f"{prefix}test {display.label}{' (%)' if display.percent else ''}"
+
+
+def cell_value(metrics: dict[str, Any], scope: str, column: str, where: str) -> float:
+    """Mean of ``column`` over the scope's clients of one metrics.json.
+
+    Clients whose value is undefined (``null``: e.g. ROC-AUC of a test set holding one class, as
+    small eICU hospitals have) are left out; at least one client must have a value.
+    """
+    key = SCOPES[scope]
+    clients = metrics.get(key) or []
+    require(bool(clients), f"{where} has no {key}; an OOF row needs held-out clients (held_out)")
+    require(all(column in c for c in clients), f"{where}: {column} is missing")
+    values = [c[column] for c in clients if c[column] is not None]
+    require(bool(values), f"{where}: {column} is undefined or not finite for every client")
+    return float(sum(values) / len(values))
+
+
+def round_means(metrics: dict[str, Any], scope: str, metric: str, where: str) -> list[float]:
+    """Per round, the mean ``metric`` over the scope's clients (NaN when none is defined)."""
+    rounds = metrics.get("history", {}).get("round_metrics") or []
+    require(
+        bool(rounds),
+        f"{where} records no per-round test metrics; set training.round_metrics: [{metric}] in "
+        "the dataset and rerun the cell",
+    )
+    out = []
+    for index, entry in enumerate(rounds):
+        clients = entry.get(SCOPES[scope]) or []
+        require(bool(clients), f"{where}: round {index} has no {SCOPES[scope]}")
+        require(
+            all(metric in c for c in clients),
+            f"{where}: round {index} lacks {metric}; add it to training.round_metrics",
+        )
+        defined = [c[metric] for c in clients if c[metric] is not None]
+        out.append(sum(defined) / len(defined) if defined else float("nan"))
+    return out

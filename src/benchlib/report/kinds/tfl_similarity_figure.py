@@ -30,7 +30,7 @@ from benchlib.report.kinds.tfl_runs import CELL_PARAMS, read_json, single_cell
 if TYPE_CHECKING:
     import numpy as np
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 MEASURES = ("l1", "l2", "dot", "cosine")
 MEASURE_LABELS = {"l1": r"$\ell_1$", "l2": r"$\ell_2$", "dot": "dot product", "cosine": "cosine"}
@@ -101,7 +101,7 @@ class TflSimilarityFigure(RunsFigure):
         "title": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         path, title = single_cell(config, name, params)
         method = params["method"]
         require(

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from benchlib import __version__
 from benchlib.errors import require
 from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
+from benchlib.report.kinds.tfl_runs import SCOPES, cell_value, round_means
 from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
-SCOPES = {"if": "clients", "oof": "held_out_clients"}
 LOWER_IS_BETTER = frozenset({"mse", "mae"})  # the best round of these is the lowest
 
 
@@ -58,21 +58,6 @@ def c_params_millions(best: int, clients: int, parameters: int, transmissions: i
     clients x 45k parameters; the paper does not give its eICU MLP's size.
     """
     return (best + 1) * clients * parameters * transmissions / 1e6
-
-
-def cell_value(metrics: dict[str, Any], scope: str, column: str, where: str) -> float:
-    """Mean of ``column`` over the scope's clients of one metrics.json.
-
-    Clients whose value is undefined (``null``: e.g. ROC-AUC of a test set holding one class, as
-    small eICU hospitals have) are left out; at least one client must have a value.
-    """
-    key = SCOPES[scope]
-    clients = metrics.get(key) or []
-    require(bool(clients), f"{where} has no {key}; an OOF row needs held-out clients (held_out)")
-    require(all(column in c for c in clients), f"{where}: {column} is missing")
-    values = [c[column] for c in clients if c[column] is not None]
-    require(bool(values), f"{where}: {column} is undefined or not finite for every client")
-    return float(sum(values) / len(values))
 
 
 def best_round(curves: list[list[float]], metric: str, where: str) -> int:
@@ -151,7 +136,7 @@ class TflTable(ReportKind):
         },
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         rows = [dict(r) for r in params["rows"]]
         centralized = list(params.get("centralized", []))
         methods = centralized + list(params["methods"])
@@ -211,7 +196,7 @@ class TflTable(ReportKind):
 
     @staticmethod
     def _check_round_metrics(
-        name: str, params: dict[str, Any], rows: list[dict], metric: str, config: Config
+        name: str, params: dict[str, Any], rows: list[dict], metric: str, config: ReportConfig
     ) -> None:
         """``best_round`` needs methods as columns and per-round values of the metric."""
         require(
@@ -262,7 +247,6 @@ class TflTable(ReportKind):
         round (0-based), c_params: communicated parameters up to it in millions, None for a
         centralized method}. The best round is that of the best mean over seeds of the
         per-round scope means (``history.round_metrics``)."""
-        from benchlib.report.kinds.tfl_round_figure import round_means
 
         centralized = {m for m, _ in spec.get("centralized", [])}
         found = {}

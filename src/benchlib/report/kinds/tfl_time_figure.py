@@ -35,7 +35,7 @@ from benchlib.report.kinds.tfl_runs import (
 from benchlib.report.stats import MetricDisplay
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 
 @register_kind
@@ -44,7 +44,7 @@ class TflTimeFigure(RunsFigure):
     required = ("experiments", "methods")
     params: ClassVar[dict[str, Any]] = methods_params({"experiments": NAMES_PARAM})
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         runs, scope = scoped_runs(config, name, params["experiments"], params)
         display = MetricDisplay.resolve(params.get("metric", "accuracy"))
         return methods_spec(name, params, config, display, runs, scope=scope)

@@ -26,7 +26,7 @@ from benchlib.report.kinds.history import RunsFigure
 from benchlib.report.kinds.tfl_runs import CELL_PARAMS, read_json, single_cell
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 
 def group_of(node_groups: dict[str, list[int]], client: int) -> str:
@@ -58,7 +58,7 @@ class TflTopologyFigure(RunsFigure):
         "title": {"type": "string"},
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         path, title = single_cell(config, name, params)
         return {
             "name": name,

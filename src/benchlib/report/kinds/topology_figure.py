@@ -37,7 +37,7 @@ from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
 if TYPE_CHECKING:
     import pandas as pd
 
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 NAMES = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}}
 SERIES = {
@@ -97,7 +97,7 @@ class TopologyFigure(ReportKind):
         **METRIC_PARAMS,
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         series = []
         for entry in params["series"]:
             check_experiments(config, [entry["experiment"]])

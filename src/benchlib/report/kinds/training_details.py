@@ -24,7 +24,7 @@ from benchlib.report.base import (
 )
 
 if TYPE_CHECKING:
-    from benchlib.config import Config
+    from benchlib.report.base import ReportConfig
 
 # optimizer name -> (table label, whether it has a momentum setting)
 OPTIMIZERS: dict[str, tuple[str, bool]] = {"adam": ("Adam", False), "sgd": ("SGD", True)}
@@ -61,7 +61,9 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
 ]
 
 
-def training_details_spec(config: Config, experiments: list[str] | None = None) -> dict[str, Any]:
+def training_details_spec(
+    config: ReportConfig, experiments: list[str] | None = None
+) -> dict[str, Any]:
     """The table's input: each used dataset's label and training section, in first-use order."""
     chosen = list(config.experiments) if experiments is None else experiments
     datasets = list(dict.fromkeys(config.experiments[e]["dataset"] for e in chosen))
@@ -105,7 +107,7 @@ class TrainingDetails(ReportKind):
         }
     }
 
-    def spec(self, name: str, params: dict[str, Any], config: Config) -> dict[str, Any]:
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiments = params.get("experiments")
         if experiments is not None:
             check_experiments(config, experiments)

@@ -1,0 +1,150 @@
+"""Scoring a cell's models: which model each client is scored with, that model's outputs on store
+rows, the task's primary metric, the test metrics and per-class counts of metrics.json, and the
+evaluator through which P2P methods score their peers.
+
+The engine's :class:`~benchlib.fl.engine.Cell` owns the models and the round loop; a
+:class:`Scorer` reads the cell through :class:`ScoredCell` (what scoring needs of it) and never
+changes a model the round loop uses (it loads vectors into the cell's scratch model).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from benchlib.fl.batched import BatchedClients
+from benchlib.fl.data import BatchSource, ClientData
+from benchlib.fl.loops import predict
+from benchlib.fl.params import ParamLayout
+from benchlib.methods.base import Method, PeerEvaluator, StarMethod
+from benchlib.tasks.base import Task
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value``, or None when it is NaN or infinite (metrics.json holds no NaN)."""
+    return value if value == value and abs(value) != float("inf") else None
+
+
+class ScoredCell(Protocol):
+    """The parts of a running cell that scoring reads."""
+
+    method: Method
+    layout: ParamLayout
+    scratch: nn.Module
+    models: list[nn.Module]
+    source: BatchSource
+    task: Task
+    precision: str
+    clients: list[ClientData]
+    global_vector: torch.Tensor
+    federation: list[int]
+    held_out: list[int]
+    malicious: list[int]
+    batched: BatchedClients | None
+
+
+class Scorer:
+    """Scores the models of ``cell`` (see the module docstring)."""
+
+    def __init__(self, cell: ScoredCell) -> None:
+        self.cell = cell
+
+    def outputs(self, vector: torch.Tensor, rows: np.ndarray, client: int | None) -> torch.Tensor:
+        """Outputs of the model ``vector`` on store ``rows`` (client's private parameters kept)."""
+        cell = self.cell
+        if cell.method.private_prefixes and client is not None:
+            cell.scratch.load_state_dict(cell.models[client].state_dict())
+        cell.layout.load(cell.scratch, vector)
+        return predict(cell.scratch, cell.source, rows, precision=cell.precision)
+
+    def evaluate(self, client: int, vector: torch.Tensor, subset: str) -> float:
+        """The task's primary metric of ``vector`` on the client's ``subset``."""
+        rows = self.cell.clients[client].rows[subset]
+        outputs = self.outputs(vector, rows, client)
+        return self.cell.task.primary(outputs, self.cell.source.targets_of(rows))
+
+    def evaluation_vector(self, client: int) -> torch.Tensor:
+        """The model a federation client is scored with: star - the method's view of the
+        global model (e.g. Ditto's personal model); P2P - the client's own model."""
+        cell = self.cell
+        if isinstance(cell.method, StarMethod):
+            return cell.method.evaluation_vector(client, cell.global_vector)
+        return cell.layout.flatten(cell.models[client])
+
+    def held_out_vector(self) -> torch.Tensor:
+        """The model held-out clients are scored with (the method's choice)."""
+        cell = self.cell
+        own = [cell.layout.flatten(cell.models[c]) for c in cell.federation]
+        return cell.method.held_out_vector(cell.global_vector, own)
+
+    def scored(self) -> list[tuple[int, torch.Tensor]]:
+        """Every scored client with its model: the federation, then the held-out clients."""
+        pairs = [(c, self.evaluation_vector(c)) for c in self.cell.federation]
+        if self.cell.held_out:
+            vector = self.held_out_vector()
+            pairs += [(c, vector) for c in self.cell.held_out]
+        return pairs
+
+    def primary(self, client: int, subset: str) -> float | None:
+        """The client's primary metric on ``subset`` with the model it is scored with."""
+        return finite_or_none(self.evaluate(client, self.evaluation_vector(client), subset))
+
+    def test_scores(
+        self, client: int, vector: torch.Tensor
+    ) -> tuple[dict[str, float], dict[str, list[int]] | None]:
+        """The task's test metrics of ``vector`` on the client's test rows and its per-class
+        counts (None for tasks without classes or an empty test set), from one forward pass."""
+        rows = self.cell.clients[client].rows["test"]
+        outputs = self.outputs(vector, rows, client)
+        targets = self.cell.source.targets_of(rows)
+        counts = self.cell.task.class_counts(outputs, targets) if len(rows) else None
+        return self.cell.task.metrics(outputs, targets), counts
+
+    def client_entry(self, client: int, metrics: dict[str, float]) -> dict[str, Any]:
+        """One client's entry in metrics.json: test metrics and subset sizes."""
+        return {
+            "client": client,
+            "malicious": client in self.cell.malicious,
+            **{f"test_{name}": finite_or_none(value) for name, value in metrics.items()},
+            **{f"n_{k}": v for k, v in self.cell.clients[client].sizes.items()},
+        }
+
+    def results(self) -> dict[str, Any]:
+        """``clients`` (and ``held_out_clients``) entries of metrics.json, plus ``class_counts``
+        per client id where the task counts classes (macro scores of pooled predictions)."""
+        entries: dict[str, list[dict[str, Any]]] = {"clients": [], "held_out_clients": []}
+        counts_by_client: dict[str, dict[str, list[int]]] = {}
+        for client, vector in self.scored():
+            metrics, counts = self.test_scores(client, vector)
+            key = "held_out_clients" if client in self.cell.held_out else "clients"
+            entries[key].append(self.client_entry(client, metrics))
+            if counts is not None:
+                counts_by_client[str(client)] = counts
+        result: dict[str, Any] = {"clients": entries["clients"]}
+        if self.cell.held_out:
+            result["held_out_clients"] = entries["held_out_clients"]
+        if counts_by_client:
+            result["class_counts"] = counts_by_client
+        return result
+
+    def peer_evaluator(self, client: int) -> PeerEvaluator:
+        """Scores peers' vectors on the client's validation rows (batched where the cell's
+        clients train batched)."""
+        cell = self.cell
+        rows = cell.clients[client].rows["val"]
+        targets = cell.source.targets_of(rows)
+        batched = cell.batched
+        return PeerEvaluator(
+            predict=lambda vector: self.outputs(vector, rows, client),
+            labels=targets,
+            view=lambda vector: cell.task.peer_view(self.outputs(vector, rows, client), targets),
+            predict_many=None
+            if batched is None
+            else lambda vectors: batched.predict_many(
+                cell.layout.unflatten_many(vectors), cell.source, rows
+            ),
+            view_of_outputs=lambda outputs: cell.task.peer_view(outputs, targets),
+        )
