@@ -94,8 +94,9 @@ def tiny(tmp_path):
 
 def test_corrupt_store_touches_only_training_images_of_corrupted_clients(tiny):
     root, pixels, split = tiny
+    train_only = {"ratio": 0.5, "severity": 2, "subsets": ["train"]}  # the declared option
     record = corrupt_store(root / "store", root / "split.csv", root / "out", 4,
-                           scenario_of({"ratio": 0.5, "severity": 2}), seed=5)  # fmt: skip
+                           scenario_of(train_only), seed=5)  # fmt: skip
     clients = corrupted_clients(4, 0.5, 5)
     assert record["clients"] == clients and len(clients) == 2
     out = load_store(root / "out")
@@ -109,7 +110,7 @@ def test_corrupt_store_touches_only_training_images_of_corrupted_clients(tiny):
         name = CORRUPTIONS[image_type(5, client, row)]
         expected = corrupt_image(pixels[row], name, 2, derive_seed(5, name, client, row))
         assert np.array_equal(out.pixels[row], expected)
-    scenario = scenario_of({"ratio": 0.5, "severity": 2})
+    scenario = scenario_of(train_only)
     again = corrupt_store(root / "store", root / "split.csv", root / "out2", 4, scenario, seed=5)
     assert again == record
     assert np.array_equal(load_store(root / "out2").pixels, out.pixels)

@@ -9,6 +9,8 @@ import functools
 import hashlib
 import http.server
 import json
+import logging
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -176,3 +178,36 @@ def test_cli_download_checksum_mismatch_one_line_error(served, tmp_path):
     assert "datasets.femnist.params.sha256" in lines[0]
     assert not out.exists()
     assert list(out.parent.iterdir()) == []
+
+
+def test_a_download_off_a_terminal_logs_bytes_and_eta_lines(served, tmp_path, caplog, monkeypatch):
+    import benchlib.data.download as download
+
+    url, _ = served
+    monkeypatch.setattr(download, "PROGRESS_EVERY_S", 0.0)  # a line per chunk, not per 10 s
+    remote = RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA)
+    with caplog.at_level(logging.INFO, logger="benchlib"):
+        fetch(remote, tmp_path / "cache", retries=0)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("data.bin: ")]
+    periodic = [line for line in lines if " of 102.4 kB (" in line]
+    assert len(periodic) >= 2, lines
+    assert all(re.search(r"\d+ %\), [\d.]+ \S?B/s, ETA \S+$", line) for line in periodic), lines
+    assert lines[-1].startswith("data.bin: 102.4 kB downloaded in "), lines
+
+
+def test_a_download_off_a_terminal_logs_its_end_at_the_default_period(served, tmp_path, caplog):
+    url, _ = served
+    remote = RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA)
+    with caplog.at_level(logging.INFO, logger="benchlib"):
+        fetch(remote, tmp_path / "cache", retries=0)
+    assert "data.bin: 102.4 kB downloaded in " in caplog.text
+
+
+def test_a_download_on_a_terminal_shows_poochs_progress_bar(served, tmp_path, capsys, monkeypatch):
+    import benchlib.data.download as download
+
+    url, _ = served
+    monkeypatch.setattr(download, "_on_terminal", lambda: True)
+    fetch(RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA), tmp_path / "cache", retries=0)
+    bar = capsys.readouterr().err
+    assert "100%" in bar and "102k" in bar, bar

@@ -166,3 +166,103 @@ def test_figure_kinds_render_pdf_and_png(tmp_path):
         out = [tmp_path / f"{kind}.pdf", tmp_path / f"{kind}.png"]
         get_kind(kind).render(spec, [csv], out)
         assert out[0].read_bytes()[:4] == b"%PDF" and out[1].read_bytes()[:4] == b"\x89PNG"
+
+
+# ------------------------------------- macro scores of the pooled predictions (issue 24.4)
+# Two clients, 4 classes. Client 0: four class-0 samples (3 predicted 0, 1 predicted 1) and one
+# class-1 sample (predicted 1); client 1: two class-1 samples (both predicted 2) and three
+# class-2 samples (predicted 2). Class 3 occurs nowhere.
+COUNTS = [
+    {"true": [4, 1, 0, 0], "predicted": [3, 2, 0, 0], "correct": [3, 1, 0, 0]},
+    {"true": [0, 2, 3, 0], "predicted": [0, 0, 5, 0], "correct": [0, 0, 3, 0]},
+]
+# pooled: true (4, 3, 3), predicted (3, 2, 5), correct (3, 1, 3); class 3 (never true, never
+# predicted) is left out of the macro mean, as torchmetrics and scikit-learn do
+POOLED = {
+    "precision_macro": (1 + 1 / 2 + 3 / 5) / 3,  # 0.7
+    "recall_macro": (3 / 4 + 1 / 3 + 1) / 3,  # 25/36
+    "balanced_accuracy": (3 / 4 + 1 / 3 + 1) / 3,
+    "f1_macro": (6 / 7 + 2 / 5 + 6 / 8) / 3,  # 2 correct / (true + predicted): 281/420
+}
+
+
+def _logits(predicted: list[int], classes: int = 4):
+    import torch
+
+    return torch.nn.functional.one_hot(torch.tensor(predicted), classes).float()
+
+
+def test_class_counts_of_a_classification_task_by_hand():
+    import torch
+
+    from benchlib.tasks import get_task
+
+    task = get_task("classification")
+    targets = [[0, 0, 0, 0, 1], [1, 1, 2, 2, 2]]
+    predicted = [[0, 0, 0, 1, 1], [2, 2, 2, 2, 2]]
+    for counts, y, p in zip(COUNTS, targets, predicted, strict=True):
+        assert task.class_counts(_logits(p), torch.tensor(y)) == counts
+    # a non-finite score is a wrong prediction, as in the task's metrics
+    broken = _logits([0, 1])
+    broken[0, 0] = float("nan")
+    assert task.class_counts(broken, torch.tensor([0, 1]))["correct"] == [0, 1, 0, 0]
+    assert get_task("regression").class_counts(torch.zeros(2, 1), torch.zeros(2)) is None
+    # one client's counts give the task's own (torchmetrics) macro scores
+    from benchlib.report.kinds.fedagain_fig13 import macro_scores
+
+    for counts, y, p in zip(COUNTS, targets, predicted, strict=True):
+        ours = task.metrics(_logits(p), torch.tensor(y))
+        for name, value in macro_scores([counts]).items():
+            assert value == pytest.approx(ours[name], rel=1e-6), name
+
+
+def test_pooled_macro_scores_by_hand_from_collected_class_counts(tmp_path):
+    from benchlib.report.collect import collect
+
+    path = tmp_path / "metrics.json"
+    cell = {"experiment": "e", "dataset": "d", "malfunction": "none", "method_id": "fedagain",
+            "method": "fedagain", "k": 0, "seed": 0}  # fmt: skip
+    clients = [
+        {"client": 0, "malicious": False, "test_accuracy": 0.8, "test_precision_macro": 0.75,
+         "test_recall_macro": 0.875, "test_balanced_accuracy": 0.875, "test_f1_macro": 0.7619,
+         "n_train": 9, "n_val": 1,
+         "n_test": 5},
+        {"client": 1, "malicious": False, "test_accuracy": 0.6, "test_precision_macro": 0.3,
+         "test_recall_macro": 0.5, "test_balanced_accuracy": 0.5, "test_f1_macro": 0.375,
+         "n_train": 9, "n_val": 1,
+         "n_test": 5},
+    ]  # fmt: skip
+    metrics = {"cell": cell, "clients": clients, "class_counts": {"0": COUNTS[0], "1": COUNTS[1]}}
+    path.write_text(json.dumps(metrics))
+    frame = collect([path])
+    for metric, expected in POOLED.items():
+        (value,) = pooled_metric(frame, metric)["value"].tolist()
+        assert value == pytest.approx(expected, rel=1e-12), metric
+    assert pooled_metric(frame, "f1_macro")["statistic"].tolist() == ["pooled"]
+    # accuracy stays the exact pooled ratio: (0.8 * 5 + 0.6 * 5) / 10
+    assert pooled_metric(frame)["value"].tolist() == pytest.approx([0.7])
+    # without recorded counts (older runs): the size-weighted client mean, and it says so
+    older = frame.drop(columns=["class_counts"])
+    weighted = pooled_metric(older, "precision_macro")
+    assert weighted["value"].tolist() == pytest.approx([(0.75 * 5 + 0.3 * 5) / 10])
+    assert weighted["statistic"].tolist() == ["weighted"]
+    # metrics.json without the key collects exactly as before (no class_counts column)
+    path.write_text(json.dumps({"cell": cell, "clients": clients}))
+    assert "class_counts" not in collect([path]).columns
+
+
+def test_bars_note_cells_whose_macro_scores_are_client_means(tmp_path):
+    spec = {"methods": [["fedavg", "FedAvg"]], "metrics": ["accuracy", "f1_macro"],
+            "groups": [{"label": "Light", "experiments": ["a"]}]}  # fmt: skip
+    collected = pd.DataFrame(rows("a", "fedavg", 0, [(0.6, 0.5, 2), (0.8, 0.7, 2)]))
+    values = group_values(spec, collected)
+    f1 = values[values["metric"] == "F1 score"]
+    assert f1["value"].tolist() == pytest.approx([60.0])
+    assert f1["statistic"].tolist() == ["weighted"]
+    assert set(values[values["metric"] == "Accuracy"]["statistic"]) == {"pooled"}
+    from benchlib.report.kinds.fedagain_fig13 import with_weighted_note
+
+    noted = with_weighted_note({**spec, "statistic": "s"}, values)["statistic"]
+    assert noted.startswith("s; macro scores of 1 cell(s) that recorded no class counts")
+    accuracy_only = values[values["metric"] == "Accuracy"]
+    assert with_weighted_note({**spec, "statistic": "s"}, accuracy_only)["statistic"] == "s"

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from benchlib.errors import BenchlibError
+from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound, build_method
 from benchlib.methods.tfl import TFL, draw_counts
 from benchlib.methods.topology import (
@@ -26,16 +27,24 @@ from benchlib.methods.topology import (
 
 
 class FakeLayout:
+    """Every entry a model parameter (a model without float buffers)."""
+
     def __init__(self, numels: tuple[int, ...]) -> None:
         self.numels = numels
+
+    def parameter_mask(self, model: Any) -> torch.Tensor:
+        return torch.ones(sum(self.numels), dtype=torch.bool)
 
 
 class FakeTraining:
     """Records training calls; evaluate_loss returns fixed per-client losses."""
 
-    def __init__(self, losses: dict[int, float], numels: tuple[int, ...] = (2,)) -> None:
+    def __init__(
+        self, losses: dict[int, float], numels: tuple[int, ...] = (2,), layout: Any = None
+    ) -> None:
         self.losses = losses
-        self.layout = FakeLayout(numels)
+        self.layout = FakeLayout(numels) if layout is None else layout
+        self.models: list[Any] = [None] * (max(losses) + 1)
         self.trained: list[int] = []
         self.evaluated: list[tuple[int, list[float], str]] = []
 
@@ -81,18 +90,75 @@ def test_min_max_normalisation_and_epsilon_graph():
 
 def test_centralities_of_a_path_and_a_star():
     path = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]])
-    # betweenness (normalised by (n-1)(n-2)/2 = 1): the middle node is on the one 0-2 path
+    # betweenness: the middle node is on the one 0-2 path ((n-1)(n-2)/2 = 1: normalised alike)
     assert np.allclose(centrality(path, "betweenness"), [0, 1, 0])
+    assert np.allclose(centrality(path, "betweenness", normalized_betweenness=True), [0, 1, 0])
     assert np.allclose(centrality(path, "degree"), [0.5, 1, 0.5])
     assert np.allclose(centrality(path, "closeness"), [2 / 3, 1, 2 / 3])
     star = np.zeros((4, 4), dtype=int)
     star[0, 1:] = star[1:, 0] = 1
-    assert np.allclose(centrality(star, "betweenness"), [1, 0, 0, 0])
+    # the centre is on the one shortest path of each of the C(3, 2) = 3 leaf pairs (paper Sec.
+    # 3.2's c_k); networkx's normalised value divides by (n-1)(n-2)/2 = 3
+    assert np.allclose(centrality(star, "betweenness"), [3, 0, 0, 0])
+    assert np.allclose(centrality(star, "betweenness", normalized_betweenness=True), [1, 0, 0, 0])
     pr = centrality(star, "pagerank")
     assert pr[0] > pr[1] == pytest.approx(pr[2]) and pr.sum() == pytest.approx(1.0)
     ev = centrality(star, "eigenvector")  # principal eigenvector of the star: (sqrt 3, 1, 1, 1)
     assert np.allclose(ev / ev[1], [math.sqrt(3), 1, 1, 1])
     assert np.allclose(centrality(np.zeros((3, 3), dtype=int), "eigenvector"), 0)
+
+
+def _graph_of(n: int, edges: list[tuple[int, int]]) -> np.ndarray:
+    adjacency = np.zeros((n, n), dtype=np.int8)
+    for i, j in edges:
+        adjacency[i, j] = adjacency[j, i] = 1
+    return adjacency
+
+
+def test_unnormalised_betweenness_by_hand():
+    # path 0-1-2-3: node 1 lies on the (0,2) and (0,3) paths, node 2 on (0,3) and (1,3)
+    path = _graph_of(4, [(0, 1), (1, 2), (2, 3)])
+    assert np.allclose(centrality(path, "betweenness"), [0, 2, 2, 0])
+    assert np.allclose(
+        centrality(path, "betweenness", normalized_betweenness=True), [0, 2 / 3, 2 / 3, 0]
+    )
+    # a diamond 0-{1,2}-3 with a tail 3-4: sigma_st(k) / sigma_st counts split paths by halves
+    # (0,3): 1 and 2 get 1/2 each; (0,4): 1, 2 get 1/2, 3 gets 1; (1,2): 0 and 3 get 1/2 each;
+    # (1,4), (2,4): 3 gets 1 each; adjacent pairs: nothing
+    diamond = _graph_of(5, [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)])
+    c = np.array([0.5, 1.0, 1.0, 3.5, 0.0])
+    assert np.allclose(centrality(diamond, "betweenness"), c)
+    assert np.allclose(centrality(diamond, "betweenness", normalized_betweenness=True), c / 6)
+    # the prior p = softmax(c): exp(c_k) / sum_l exp(c_l)
+    top = learn_topology(
+        torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    )
+    # dot products: 0-j = 1, i-j = 0 for leaves -> the star centred on 0; c = (3, 0, 0, 0)
+    assert top.adjacency.tolist() == _graph_of(4, [(0, 1), (0, 2), (0, 3)]).tolist()
+    e3 = math.exp(3)
+    assert np.allclose(top.prior, [e3 / (e3 + 3), 1 / (e3 + 3), 1 / (e3 + 3), 1 / (e3 + 3)])
+
+
+def test_tfl_prior_from_unnormalised_betweenness_and_the_normalised_option():
+    star = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    priors = {}
+    for normalised in (False, True):
+        params = {"update_every": 1, "normalized_betweenness": normalised}
+        method = build_method("tfl", params)
+        method.setup(4, 5, seed=0)
+        method._start([0, 1, 2, 3])
+        method._counts = dict.fromkeys(range(4), 1)
+        method.train_client(FakeTraining(dict.fromkeys(range(4), 0.0), numels=(3,)), 0, 0)
+        method.aggregate(torch.zeros(3), star, info([0, 1, 2, 3]))
+        (record,) = method.summary()["topology"]
+        priors[normalised] = record["prior"]
+    e, e3 = math.e, math.exp(3)
+    # paper: c = (3, 0, 0, 0), p_0 = e^3 / (e^3 + 3) = 0.870; normalised c = (1, 0, 0, 0),
+    # p_0 = e / (e + 3) = 0.475
+    assert np.allclose(priors[False], [e3 / (e3 + 3)] + [1 / (e3 + 3)] * 3, atol=1e-6)
+    assert np.allclose(priors[True], [e / (e + 3)] + [1 / (e + 3)] * 3, atol=1e-6)
+    with pytest.raises(BenchlibError):
+        build_method("tfl", {"normalized_betweenness": "yes"})
 
 
 def test_softmax_prior_and_simplex_projection():
@@ -241,3 +307,57 @@ def test_cells_record_lambda_and_graph_and_are_deterministic(tmp_path, method):
         assert [t["round"] for t in summary["topology"]] == [0, 1, 2]
         assert all(len(t["prior_all"]) == 4 for t in summary["topology"])
     assert [c["client"] for c in first["held_out_clients"]] == [4]
+
+
+# ------------------------------------------- similarity over parameters only (issue 24.1)
+def _bn_model() -> torch.nn.Module:
+    # vector order: 0.weight (2), 0.bias (1), 1.weight, 1.bias, 1.running_mean, 1.running_var
+    # (1 each): parameters at entries 0-4, BatchNorm statistics at 5-6
+    return torch.nn.Sequential(torch.nn.Linear(2, 1), torch.nn.BatchNorm1d(1))
+
+
+def _tfl_topology(received: torch.Tensor, **params: Any) -> dict[str, Any]:
+    method = TFL(update_every=1, **params)
+    method.setup(3, 5, seed=0)
+    method._start([0, 1, 2])
+    method._counts = {0: 1, 1: 1, 2: 1}
+    training = FakeTraining({0: 0.0, 1: 0.0, 2: 0.0}, layout=ParamLayout.of(_bn_model()))
+    training.models = [_bn_model()] * 3
+    method.train_client(training, 0, 0)
+    method.aggregate(torch.zeros(7), received, info([0, 1, 2]))
+    assert method.memory is not None
+    return {"width": method.memory.shape[1], **method.summary()["topology"][0]}
+
+
+def test_tfl_similarity_ignores_batchnorm_statistics():
+    # parameters as in test_tfl_round_by_hand: dot products 1 (0-1), 0 (0-2), 2 (1-2) -> the
+    # path 0-1-2; with the buffers 0 and 2 would be the most similar pair (dot 200)
+    received = torch.tensor(
+        [
+            [1.0, 0.0, 0.0, 0.0, 0.0, 10.0, 10.0],
+            [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+            [0.0, 2.0, 0.0, 0.0, 0.0, 10.0, 10.0],
+        ]
+    )
+    top = _tfl_topology(received)
+    assert top["width"] == 5
+    assert top["edges"] == [[0, 1], [1, 2]]
+    assert np.allclose(top["similarity"], [[0, 0.5, 0], [0.5, 0, 1], [0, 1, 0]])
+    changed = received.clone()
+    changed[:, 5:] = torch.tensor([[0.0, -3.0], [50.0, 2.0], [7.0, 0.5]])
+    assert _tfl_topology(changed) == top
+
+
+def test_tfl_partial_embedding_counts_parameter_tensors_only():
+    # embedding_last = 2: the last two *parameter* tensors (1.weight, 1.bias: entries 3-4),
+    # not the BatchNorm statistics that end the vector
+    received = torch.tensor(
+        [
+            [9.0, 9.0, 9.0, 1.0, 0.0, 5.0, 5.0],
+            [0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0],
+            [5.0, 5.0, 5.0, 0.0, 2.0, 5.0, 5.0],
+        ]
+    )
+    top = _tfl_topology(received, embedding_last=2)
+    assert top["width"] == 2
+    assert top["edges"] == [[0, 1], [1, 2]]

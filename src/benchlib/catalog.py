@@ -176,6 +176,7 @@ for _name, _entry in {
             "clusters": {"type": "integer", "minimum": 0},
             "embedding_last": {"type": "integer", "minimum": 0},
             "loss_subset": {"enum": ["train", "val"]},
+            "normalized_betweenness": {"type": "boolean"},
         },
     ),
 }.items():

@@ -1,6 +1,7 @@
 # FedAgain's corrupted clients: a copy of a dataset's store whose corrupted clients' training
-# images carry one random corruption each (benchlib.data.corruptions). Cells of a dataset entry
-# with `corruption:` (or the `corruption` grid axis) read it instead of the prepared store.
+# and validation images (or training only: `subsets: [train]`) carry one random corruption each
+# (benchlib.data.corruptions). Cells of a dataset entry with `corruption:` (or the `corruption`
+# grid axis) read it instead of the prepared store.
 
 
 rule corrupt_store:

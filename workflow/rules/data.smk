@@ -15,6 +15,8 @@ rule prepare_data:
         index="results/data/{dataset}/index.csv",
     log:
         "logs/prepare_data/{dataset}.log",
+    benchmark:
+        "benchmarks/prepare_data/{dataset}.tsv"
     conda:
         "../../envs/benchlib.yaml"
     params:
@@ -31,6 +33,8 @@ rule split_data:
         split="results/splits/{dataset}.csv",
     log:
         "logs/split_data/{dataset}.log",
+    benchmark:
+        "benchmarks/split_data/{dataset}.tsv"
     conda:
         "../../envs/benchlib.yaml"
     params:

@@ -14,6 +14,8 @@ rule run_cell:
         timing="results/runs/{experiment}/{malfunction}/{method}/k{k}/seed{seed}/timing.json",
     log:
         "logs/run_cell/{experiment}/{malfunction}/{method}/k{k}/seed{seed}.log",
+    benchmark:
+        "benchmarks/run_cell/{experiment}/{malfunction}/{method}/k{k}/seed{seed}.tsv"
     conda:
         "../../envs/benchlib.yaml"
     threads: 1

@@ -1,9 +1,14 @@
-"""FedAgain's corrupted clients: Hendrycks-style image corruptions of their training images.
+"""FedAgain's corrupted clients: Hendrycks-style image corruptions of their local data.
 
-Paper Sec. 5.1.4 and 5.3: a fraction ``ratio`` of the clients is corrupted; only their
-*training* images are modified (validation and test stay clean, so the global model is always
-evaluated on clean data and FedAgain's benchmark error E_k is measured on the client's clean
-validation split); every corrupted image gets one corruption type drawn at random from the 19
+Paper Sec. 5.1.4 and 5.3: a fraction ``ratio`` of the clients is corrupted; their local data is
+modified and the test data stays clean ("corruption was applied only to the training data of
+affected clients, while the global model was always evaluated on clean test sets"). By default
+a corrupted client's training *and validation* images are corrupted: the validation split is
+the client's own data too, and FedAgain's benchmark error E_k (Eq. 7, the global model's loss
+on it) is meant to reflect "the quality of the client data" - on a clean validation split it
+could not see the corruption. The reading with clean validation data is the declared option
+``subsets: [train]`` of a ``{ratio, severity}`` corruption. Every corrupted image gets one
+corruption type drawn at random from the 19
 of ``imagecorruptions`` (the maintained fork ``imagecorruptions-imaug`` 1.1.5: the PyPI
 ``imagecorruptions`` 1.1.2 fails on current scikit-image and NumPy) at the scenario's severity.
 The paper's scenarios: ``light`` (10 % of clients, severity 3), ``moderate`` (30 %, 4), ``heavy``
@@ -74,12 +79,18 @@ SEEDED_BY_ARGUMENT = ("glass_blur", "impulse_noise")  # they take seed=; others 
 MIN_SIDE = 32
 
 
+# which subsets of a corrupted client are corrupted: its local data (default) or training only
+SUBSET_READINGS: tuple[tuple[str, ...], ...] = (("train", "val"), ("train",))
+
+
 @dataclass(frozen=True)
 class Scenario:
-    """A corruption setting: the fraction of corrupted clients and the severity (1..5)."""
+    """A corruption setting: the fraction of corrupted clients, the severity (1..5) and the
+    corrupted clients' subsets that are corrupted (test data never is)."""
 
     ratio: float
     severity: int
+    subsets: tuple[str, ...] = SUBSET_READINGS[0]
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -100,8 +111,9 @@ def scenario_of(value: str | dict[str, Any]) -> Scenario:
         )
         return SCENARIOS[value]
     require(
-        isinstance(value, dict) and set(value) == {"ratio", "severity"},
-        f"corruption {value!r} must be a scenario name or {{ratio, severity}}",
+        isinstance(value, dict)
+        and {"ratio", "severity"} <= set(value) <= {"ratio", "severity", "subsets"},
+        f"corruption {value!r} must be a scenario name or {{ratio, severity[, subsets]}}",
     )
     ratio, severity = float(value["ratio"]), value["severity"]
     require(0.0 <= ratio <= 1.0, f"corruption ratio must be in [0, 1], got {ratio}")
@@ -109,7 +121,16 @@ def scenario_of(value: str | dict[str, Any]) -> Scenario:
         isinstance(severity, int) and 1 <= severity <= 5,
         f"corruption severity must be an integer 1..5, got {severity!r}",
     )
-    return Scenario(ratio, int(severity))
+    subsets = value.get("subsets", SUBSET_READINGS[0])
+    chosen = [
+        r for r in SUBSET_READINGS if isinstance(subsets, list | tuple) and set(r) == set(subsets)
+    ]
+    require(
+        bool(chosen),
+        f"corruption subsets must be [train, val] (default: the client's local data) or [train] "
+        f"(clean validation data), got {subsets!r}",
+    )
+    return Scenario(ratio, int(severity), chosen[0])
 
 
 CORRUPTED_ROOT = "results/corrupted"
@@ -247,11 +268,12 @@ def corrupt_store(
     scenario: Scenario,
     seed: int,
     workers: int = 1,
-    subsets: tuple[str, ...] = ("train",),
+    subsets: tuple[str, ...] | None = None,
     progress: bool = True,
     chunk: int = 256,
 ) -> dict[str, Any]:
-    """Write a copy of the store whose corrupted clients' ``subsets`` images are corrupted.
+    """Write a copy of the store whose corrupted clients' ``subsets`` images (default the
+    scenario's: training and validation) are corrupted.
 
     The output directory appears only when complete (``write_store`` renames it into place);
     its manifest holds ``corruption``: the scenario, the clients, the subsets and the count of
@@ -263,6 +285,8 @@ def corrupt_store(
     from benchlib.data.split import read_split
     from benchlib.data.store import load_store, write_store
 
+    subsets = scenario.subsets if subsets is None else tuple(subsets)
+    require("test" not in subsets, "corruptions never touch test data")
     data = load_store(store_dir)
     require("pixels" in data.arrays, f"store {store_dir} holds no images; corruptions need images")
     split = read_split(split_path, data, num_clients)
@@ -322,8 +346,9 @@ def corrupt_store(
         **{k: np.asarray(v) for k, v in data.arrays.items() if k not in ("pixels",)},
     )
     LOG.info(
-        "corrupted %d training images of clients %s in %.1fs -> %s",
+        "corrupted %d %s images of clients %s in %.1fs -> %s",
         len(keys),
+        "/".join(subsets),
         clients,
         time.perf_counter() - started,
         out_dir,
@@ -404,7 +429,7 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--split", required=True)
     c.add_argument("--out", required=True)
     c.add_argument("--clients", type=int, required=True)
-    c.add_argument("--scenario", required=True, help="name or JSON {ratio, severity}")
+    c.add_argument("--scenario", required=True, help="name or JSON {ratio, severity[, subsets]}")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--workers", type=int, default=1)
     b = sub.add_parser("bench", help="seconds per image of every corruption type")

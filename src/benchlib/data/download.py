@@ -7,18 +7,25 @@ step calls :func:`fetch` again, which only re-checks the hash of the file alread
 
 pooch streams every download into a temporary file beside the target and moves it into place only
 when its sha256 matches, so a failed, truncated or tampered download never leaves a file behind.
+
+Progress: on a terminal, pooch's tqdm bar; otherwise (a Snakemake job's log, a batch job) an HTTP
+download logs a line with the bytes so far, the rate and an ETA every :data:`PROGRESS_EVERY_S`
+seconds, and one line when it ends (:class:`LogProgress`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from benchlib.durations import format_duration
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
 
@@ -28,6 +35,7 @@ DEFAULT_RETRIES = 2
 DEFAULT_TIMEOUT_S = 60.0
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
+PROGRESS_EVERY_S = 10.0  # off a terminal: seconds between a download's progress lines
 
 
 @dataclass(frozen=True)
@@ -141,10 +149,12 @@ def fetch(
         LOG.warning("cached %s fails its size or sha256 check; downloading it again", target)
         target.unlink()
     folder.mkdir(parents=True, exist_ok=True)
+    terminal = _on_terminal()
     if urlparse(remote.url).scheme.startswith("http"):
-        downloader = pooch.HTTPDownloader(progressbar=False, timeout=timeout)
-    else:
-        downloader = pooch.FTPDownloader(progressbar=False, timeout=timeout)
+        progress = True if terminal else LogProgress(remote.name)
+        downloader = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
+    else:  # pooch's FTP downloader knows only its own tqdm bar
+        downloader = pooch.FTPDownloader(progressbar=terminal, timeout=timeout)
     cache = pooch.create(
         path=folder,
         base_url="",
@@ -225,3 +235,77 @@ def _known_hash(remote: RemoteFile) -> str | None:
     if remote.sha256:
         return f"sha256:{remote.sha256}"
     return f"md5:{remote.md5}" if remote.md5 else None
+
+
+def _on_terminal() -> bool:
+    """Whether progress goes to a terminal (tqdm's bar) rather than a log file."""
+    try:
+        import tqdm  # noqa: F401  (pooch's bar needs it)
+    except ImportError:
+        return False
+    return sys.stderr.isatty()
+
+
+def _size(count: float) -> str:
+    """Bytes in decimal units: ``512 B``, ``102.4 kB``, ``1.3 GB``."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    raise AssertionError("unreachable")
+
+
+class LogProgress:
+    """pooch's progress-bar protocol (``total``, ``update``, ``reset``, ``close``) as log lines:
+    bytes so far, rate and ETA at most every :data:`PROGRESS_EVERY_S` seconds, and the end."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._total = 0
+        self.n = 0
+        self.started = self.last = time.monotonic()
+        self.finishing = False
+
+    @property
+    def total(self) -> int:
+        return self._total
+
+    @total.setter
+    def total(self, total: int) -> None:  # pooch sets it as each attempt starts
+        self._total, self.n, self.finishing = int(total), 0, False
+        self.started = self.last = time.monotonic()
+
+    def update(self, count: int) -> None:
+        self.n = min(self.n + count, self._total) if self._total else self.n + count
+        now = time.monotonic()
+        if self.finishing or now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last = now
+        rate = self.n / max(now - self.started, 1e-9)
+        if self._total:
+            eta = format_duration((self._total - self.n) / rate) if rate > 0 else "unknown"
+            LOG.info(
+                "%s: %s of %s (%d %%), %s/s, ETA %s",
+                self.name,
+                _size(self.n),
+                _size(self._total),
+                100 * self.n // self._total,
+                _size(rate),
+                eta,
+            )
+        else:
+            LOG.info("%s: %s so far, %s/s", self.name, _size(self.n), _size(rate))
+
+    def reset(self) -> None:  # pooch fills the bar once the transfer is over
+        self.finishing = True
+        self.n = 0
+
+    def close(self) -> None:
+        seconds = time.monotonic() - self.started
+        LOG.info(
+            "%s: %s downloaded in %.1fs (%s/s)",
+            self.name,
+            _size(self.n),
+            seconds,
+            _size(self.n / max(seconds, 1e-9)),
+        )

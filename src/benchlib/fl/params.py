@@ -51,6 +51,21 @@ class ParamLayout:
         parts = [where[name] for name, _ in model.named_parameters()]
         return torch.cat([vector[start : start + numel] for start, numel in parts])
 
+    def parameter_mask(self, model: nn.Module) -> torch.Tensor:
+        """A bool vector of length :attr:`size`: True at the entries of ``model``'s parameters
+        (``named_parameters()``), False at float buffers such as BatchNorm running statistics.
+        Measures of how far models moved (FedAgain's divergence, TFL's model similarity) read
+        only the True entries."""
+        params = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+        if not self.names:
+            return torch.zeros(0, dtype=torch.bool)
+        return torch.cat(
+            [
+                torch.full((numel,), name in params, dtype=torch.bool)
+                for name, numel in zip(self.names, self.numels, strict=True)
+            ]
+        )
+
     def flatten(self, model: nn.Module) -> torch.Tensor:
         """A detached float32 copy of the model's floating state as one vector."""
         state = model.state_dict()

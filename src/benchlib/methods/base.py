@@ -22,6 +22,10 @@ Hooks with defaults, overridden by methods that need them:
   weighted client sampling: DRFA, TFL);
 - :meth:`Method.held_out_vector` - the model scored on held-out clients that never train.
 
+A transmitted vector holds a model's float buffers (BatchNorm running statistics) besides its
+parameters; a method that measures how models differ (FedAgain's divergence, TFL's similarity
+graph) reads only the parameter entries, :func:`parameter_mask` of its training context.
+
 Methods never import the engine: what they may use of local training is the
 :class:`TrainingContext` protocol below, which the engine implements.
 """
@@ -54,6 +58,10 @@ class VectorLayout(Protocol):
     def flatten(self, model: nn.Module) -> torch.Tensor: ...
 
     def load(self, model: nn.Module, vector: torch.Tensor) -> None: ...
+
+    def parameter_mask(self, model: nn.Module) -> torch.Tensor:
+        """Bool [size]: True at ``model``'s parameter entries, False at float buffers."""
+        ...
 
 
 def proximal_hook(
@@ -118,6 +126,13 @@ class TrainingContext(Protocol):
     def evaluate_loss(self, client: int, vector: torch.Tensor, subset: str = "val") -> float:
         """The mean training loss of ``vector`` on the client's ``subset`` (eval mode)."""
         ...
+
+
+def parameter_mask(training: TrainingContext, client: int) -> torch.Tensor:
+    """Bool [d] over the transmitted vector: True at the entries of model parameters, False at
+    float buffers such as BatchNorm running statistics (every client trains the same
+    architecture, so any client's model gives the same mask)."""
+    return training.layout.parameter_mask(training.models[client])
 
 
 class PeerEvaluator:

@@ -7,11 +7,16 @@ Per round t every participating client k
    training loss, cross entropy for classification) - the *benchmark error*, sent with the model;
 2. trains locally from w_t and sends w_k.
 
-The server computes the divergence D_k = ||w_k - w_t||_2 over the transmitted state (float
-parameters and float buffers such as BatchNorm running statistics; integer buffers are never
-transmitted), the trust T_k = 1 / (E_k * D_k + eps) with eps = 1e-3 (additive, outside the
-product, as in the paper's Eq. 9) and the weights alpha_k = T_k / sum_j T_j (trust only, no
-sample-count factor: the paper has none), and returns sum_k alpha_k w_k.
+The server computes the divergence D_k = ||w_k - w_t||_2 over the model's parameters only (Eq. 8
+measures how far the *parameters* moved): the transmitted vector also holds float buffers such as
+BatchNorm running statistics, which are aggregated with the same weights but left out of D_k
+(on a ResNet18 they move an order of magnitude more than the weights and would make the trust
+track BatchNorm drift). The parameter entries are :func:`~benchlib.methods.base.parameter_mask`
+of the training context, taken in the client reports; without one (``aggregate`` called
+directly) every entry counts. Then the trust T_k = 1 / (E_k * D_k + eps) with eps = 1e-3
+(additive, outside the product, as in the paper's Eq. 9) and the weights
+alpha_k = T_k / sum_j T_j (trust only, no sample-count factor: the paper has none), and returns
+sum_k alpha_k w_k.
 
 A client whose model or benchmark error is not finite gets trust 0; if no client has positive
 trust the global model is kept. Every round's E, D, T and alpha per client go to the method's
@@ -26,7 +31,13 @@ from typing import Any
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import StarMethod, StarRound, TrainingContext, register_method
+from benchlib.methods.base import (
+    StarMethod,
+    StarRound,
+    TrainingContext,
+    parameter_mask,
+    register_method,
+)
 from benchlib.methods.robust_utils import distances_to
 
 
@@ -64,16 +75,21 @@ class FedAgain(StarMethod):
         )
         self.benchmark_subset = benchmark_subset
         self.trust: list[dict[str, Any]] = []
+        # entries of the transmitted vector that enter D_k (None: all of them)
+        self.mask: torch.Tensor | None = None
 
     def setup(self, num_clients: int, num_rounds: int, seed: int) -> None:
         super().setup(num_clients, num_rounds, seed)
         self.trust = []
+        self.mask = None
 
     def client_report(
         self, training: TrainingContext, client: int, round: int
     ) -> dict[str, Any] | None:
         require(training.global_vector is not None, "fedagain needs the round's global model")
         assert training.global_vector is not None
+        if self.mask is None:
+            self.mask = parameter_mask(training, client)
         error = training.evaluate_loss(client, training.global_vector, self.benchmark_subset)
         return {"benchmark_error": error}
 
@@ -89,7 +105,7 @@ class FedAgain(StarMethod):
             [float(r["benchmark_error"]) for r in info.reports],  # type: ignore[index]
             dtype=torch.float64,
         )
-        divergences = distances_to(global_vector, received).cpu()
+        divergences = distances_to(global_vector, received, self.mask).cpu()
         trust, weights = trust_weights(errors, divergences, self.eps)
         self.trust.append(
             {

@@ -24,9 +24,17 @@ __all__ = [
 ]
 
 
-def distances_to(reference: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
-    """``||v_j - reference||`` for every row (float64); inf for a non-finite row."""
+def distances_to(
+    reference: torch.Tensor, vectors: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``||v_j - reference||`` for every row (float64); inf for a non-finite row (any entry).
+
+    ``mask`` (bool [d]), if given, limits the distance to its True entries (e.g. the model
+    parameters, without BatchNorm statistics: :func:`benchlib.methods.base.parameter_mask`).
+    """
     diffs = vectors.double() - reference.double()
+    if mask is not None:
+        diffs.masked_fill_(~mask.to(diffs.device), 0.0)
     dist = torch.linalg.vector_norm(diffs, dim=1)
     return torch.where(finite_rows(vectors), dist, torch.full_like(dist, float("inf")))
 

@@ -8,15 +8,19 @@ Per round t (0-based here; the paper counts from 1):
 2. the new global model is the mean of the m returned models (draw counts as weights);
 3. every f rounds (when (t + 1) % f == 0) client topology learning (Eq. 4): pairwise model
    similarity (dot product by default), min-max scaled to [0, 1], epsilon-graph; the prior is
-   p = softmax(centrality) (betweenness by default);
+   p = softmax(centrality) (betweenness by default: the paper's unnormalised
+   c_k = sum_{s != k != t} sigma_st(k) / sigma_st; ``normalized_betweenness`` divides it by
+   (n-1)(n-2)/2 as networkx does by default);
 4. the KL-regularised dual ascent (Eq. 6-7): lambda <- Pi(lambda + eta_t (l(theta^{t+1}) -
    q (log(lambda / p) + 1))), l_k the training loss of the new global model on client k, then
    the DRFA authors' floor at 1e-3.
 
 The graph uses each client's latest transmitted model (only the drawn clients train in a round;
-a client never drawn yet is left out of the graph and gets the smallest prior mass). Variants:
+a client never drawn yet is left out of the graph and gets the smallest prior mass). A model's
+node embedding is its parameters: the transmitted vector's float buffers (BatchNorm running
+statistics) are left out (:func:`~benchlib.methods.base.parameter_mask`). Variants:
 ``clusters`` > 0 is the KMeans-clustered topology (Table 6), ``embedding_last`` > 0 uses only the
-model's last state entries (e.g. 2 = the last layer's weight and bias; Table 7). The dual step
+model's last parameter tensors (e.g. 2 = the last layer's weight and bias; Table 7). The dual step
 size eta_t = lr_lambda * lr_decay^(t+1) follows the DRFA authors' schedule (TFL does not state
 its own). Each topology update and lambda per round are recorded in metrics.json
 (``method_summary``), and the raw pairwise similarities of the clients' final models under every
@@ -31,7 +35,13 @@ import numpy as np
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import StarMethod, StarRound, TrainingContext, register_method
+from benchlib.methods.base import (
+    StarMethod,
+    StarRound,
+    TrainingContext,
+    parameter_mask,
+    register_method,
+)
 from benchlib.methods.topology import (
     CENTRALITIES,
     SIMILARITIES,
@@ -46,6 +56,22 @@ def draw_counts(weights: np.ndarray, draws: int, rng: np.random.Generator) -> np
     p = weights / weights.sum()
     picks = rng.choice(len(p), size=draws, replace=True, p=p)
     return np.bincount(picks, minlength=len(p))
+
+
+def embedding_columns(mask: torch.Tensor, numels: tuple[int, ...], last: int = 0) -> torch.Tensor:
+    """Bool [d]: the entries of a flat vector that form a model's node embedding.
+
+    ``mask`` marks the parameter entries of the vector, whose state tensors have ``numels``
+    entries each; ``last`` > 0 keeps only the last ``last`` parameter tensors (the partial
+    embedding), else every parameter entry."""
+    if last <= 0:
+        return mask.clone()
+    starts = np.concatenate([[0], np.cumsum(numels)[:-1]]).astype(int)
+    tensors = [i for i, n in enumerate(numels) if n > 0 and bool(mask[starts[i]])]
+    columns = torch.zeros_like(mask)
+    for i in tensors[-last:]:
+        columns[starts[i] : starts[i] + numels[i]] = True
+    return columns
 
 
 @register_method
@@ -67,6 +93,7 @@ class TFL(StarMethod):
         clusters: int = 0,
         embedding_last: int = 0,
         loss_subset: str = "train",
+        normalized_betweenness: bool = False,
     ) -> None:
         require(similarity in SIMILARITIES, f"tfl: similarity must be one of {SIMILARITIES}")
         require(centrality in CENTRALITIES, f"tfl: centrality must be one of {CENTRALITIES}")
@@ -84,11 +111,14 @@ class TFL(StarMethod):
         self.clusters = int(clusters)
         self.embedding_last = int(embedding_last)
         self.loss_subset = loss_subset
+        self.normalized_betweenness = bool(normalized_betweenness)
         self._training: TrainingContext | None = None
         self._counts: dict[int, int] = {}
+        self._columns: torch.Tensor | None = None  # bool [d]: the node-embedding entries
 
     def setup(self, num_clients: int, num_rounds: int, seed: int) -> None:
         super().setup(num_clients, num_rounds, seed)
+        self._columns = None
         self.federation: list[int] = []
         self.weights = np.zeros(0)
         self.prior = np.zeros(0)
@@ -115,15 +145,17 @@ class TFL(StarMethod):
 
     def train_client(self, training: TrainingContext, client: int, round: int) -> None:
         self._training = training  # the server evaluates the new global model through it
+        if self._columns is None:
+            mask = parameter_mask(training, client)
+            self._columns = embedding_columns(mask, training.layout.numels, self.embedding_last)
         training.train(client)
 
     def embedding(self, vectors: torch.Tensor) -> torch.Tensor:
-        """The part of each model vector used as its node embedding."""
-        if self.embedding_last <= 0 or self._training is None:
+        """The part of each model vector used as its node embedding: the parameter entries
+        (all entries before any client trained)."""
+        if self._columns is None:
             return vectors
-        numels = self._training.layout.numels
-        width = sum(numels[-self.embedding_last :])
-        return vectors[:, -width:]
+        return vectors[:, self._columns.to(vectors.device)]
 
     def aggregate(
         self, global_vector: torch.Tensor, received: torch.Tensor, info: StarRound
@@ -159,6 +191,7 @@ class TFL(StarMethod):
             self.centrality,
             self.clusters,
             seed=self.seed,
+            normalized_betweenness=self.normalized_betweenness,
         )
         prior = np.zeros(len(self.federation))
         prior[idx] = top.prior * len(idx) / len(self.federation)

@@ -5,7 +5,10 @@ Choices the TFL paper leaves open (docs/tfl.md): similarities are min-max normal
 off-diagonal entries to [0, 1] before the epsilon threshold (raw dot products of model weights
 are not on a 0-1 scale; Figure 4 of the paper normalises scores to [0, 1] the same way); distances
 (l1, l2) become similarities by negation before that normalisation; the epsilon-graph is
-unweighted for centrality (networkx defaults).
+unweighted for centrality (networkx defaults). Betweenness is the paper's (Sec. 3.2)
+c_k = sum over pairs s != k != t of sigma_st(k) / sigma_st, each unordered pair counted once
+(networkx ``normalized=False``); ``normalized_betweenness`` divides it by (n-1)(n-2)/2, networkx's
+default, which keeps c in [0, 1] and the softmax prior close to uniform.
 """
 
 from __future__ import annotations
@@ -89,11 +92,11 @@ def _current_flow(graph) -> dict[int, float]:
     return {node: value * scale for node, value in values.items()}
 
 
-def _centrality_functions() -> dict[str, Callable]:
+def _centrality_functions(normalized_betweenness: bool = False) -> dict[str, Callable]:
     import networkx as nx
 
     return {
-        "betweenness": lambda g: nx.betweenness_centrality(g, normalized=True),
+        "betweenness": lambda g: nx.betweenness_centrality(g, normalized=normalized_betweenness),
         "degree": nx.degree_centrality,
         "closeness": nx.closeness_centrality,
         "eigenvector": _eigenvector,
@@ -102,10 +105,13 @@ def _centrality_functions() -> dict[str, Callable]:
     }
 
 
-def centrality(adjacency: np.ndarray, kind: str = "betweenness") -> np.ndarray:
-    """Centrality of every node of the unweighted graph ``adjacency`` (networkx)."""
+def centrality(
+    adjacency: np.ndarray, kind: str = "betweenness", normalized_betweenness: bool = False
+) -> np.ndarray:
+    """Centrality of every node of the unweighted graph ``adjacency`` (networkx); betweenness
+    unnormalised (the TFL paper's c_k) unless ``normalized_betweenness``."""
     require(kind in CENTRALITIES, f"unknown centrality {kind!r}; choose from {CENTRALITIES}")
-    values = _centrality_functions()[kind](_graph(adjacency))
+    values = _centrality_functions(normalized_betweenness)[kind](_graph(adjacency))
     return np.array([float(values[i]) for i in range(len(adjacency))], dtype=np.float64)
 
 
@@ -187,6 +193,7 @@ def learn_topology(
     kind: str = "betweenness",
     clusters: int = 0,
     seed: int = 0,
+    normalized_betweenness: bool = False,
 ) -> Topology:
     """Client topology learning + the topological prior p = softmax(centrality).
 
@@ -205,11 +212,13 @@ def learn_topology(
         labels = np.array([relabel[int(c)] for c in labels])
         members = [torch.from_numpy(labels == c) for c in range(len(present))]
         centroids = torch.stack([vectors[m].double().mean(dim=0) for m in members])
-        top = learn_topology(centroids, similarity, epsilon, kind)
+        top = learn_topology(
+            centroids, similarity, epsilon, kind, normalized_betweenness=normalized_betweenness
+        )
         sizes = np.bincount(labels, minlength=len(present)).astype(np.float64)
         prior = top.prior[labels] / sizes[labels]
         return Topology(top.adjacency, top.scaled, top.centrality, prior, clusters=labels)
     scaled = normalise(similarity_matrix(vectors, similarity))
     adjacency = epsilon_graph(scaled, epsilon)
-    values = centrality(adjacency, kind)
+    values = centrality(adjacency, kind, normalized_betweenness)
     return Topology(adjacency, scaled, values, softmax(values))

@@ -120,6 +120,15 @@ class Task:
         """Metric name -> a function computing it on these (CPU) outputs and targets."""
         raise NotImplementedError
 
+    def class_counts(
+        self, outputs: torch.Tensor, targets: torch.Tensor
+    ) -> dict[str, list[int]] | None:
+        """Per class: how many samples are of it (``true``), predicted as it (``predicted``) and
+        both (``correct``). Summed over clients they give the macro scores of the pooled test
+        predictions (``report/kinds/fedagain_fig13.py``). None (default) for tasks without one
+        class per sample."""
+        return None
+
     def peer_view(self, outputs: torch.Tensor, targets: torch.Tensor) -> PeerScoring:
         raise BenchlibError(
             f"task {self.name} has no class predictions for peer scoring; use a method that "

@@ -91,6 +91,19 @@ class Classification(Task):
             "roc_auc": lambda: self._roc_auc(outputs, targets),
         }
 
+    def class_counts(
+        self, outputs: torch.Tensor, targets: torch.Tensor
+    ) -> dict[str, list[int]] | None:
+        num_classes = outputs.shape[1]
+        labels = targets.detach().cpu().long()
+        predicted = safe_predictions(outputs.detach().cpu(), labels)
+        hits = labels[predicted == labels]
+        return {
+            "true": torch.bincount(labels, minlength=num_classes).tolist(),
+            "predicted": torch.bincount(predicted, minlength=num_classes).tolist(),
+            "correct": torch.bincount(hits, minlength=num_classes).tolist(),
+        }
+
     @staticmethod
     def _roc_auc(logits: torch.Tensor, labels: torch.Tensor) -> float:
         """Macro one-vs-rest ROC-AUC; undefined (NaN) when the labels hold a single class."""

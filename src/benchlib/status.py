@@ -1,0 +1,293 @@
+"""``benchlib status``: where a grid stands, also while Snakemake (local or SLURM) is running it.
+
+It reads only files in the workflow's working directory, never a scheduler:
+
+- ``results/runs/.../metrics.json``: the cell is **done** (unless the metrics were written for
+  another cell config than the current one: then the workflow will run it again, so **pending**);
+- Snakemake's records in ``.snakemake/`` (keyed by the urlsafe-base64 of the output path):
+  an ``incomplete/`` marker of the cell's metrics.json means Snakemake started the job and has not
+  finished it: **running** while a Snakemake holds the working directory's lock
+  (``.snakemake/locks/``; on SLURM this includes jobs still queued), **failed** otherwise (an
+  interrupted run: re-running resumes from its checkpoint). A ``metadata/`` record or a
+  ``logs/run_cell/...`` log without metrics.json is a job that ended without its outputs:
+  **failed** (Snakemake 9 keeps the record of a failed job);
+- nothing of these: **pending**.
+
+The ETA comes from the measured round times in each cell's ``progress.jsonl``
+(:mod:`benchlib.fl.progress`): a running cell needs its remaining rounds at its own mean round
+time, a pending or failed one all its rounds at the experiment's mean round time; the grid's ETA
+is that work spread over the cells running now (at least one); cells of an experiment with no
+measured round yet are counted apart ("ETA at least ...").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from base64 import urlsafe_b64decode
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchlib.durations import format_duration
+from benchlib.errors import BenchlibError
+from benchlib.fl.progress import progress_path, read_progress
+
+if TYPE_CHECKING:
+    from benchlib.config import Cell, Config
+
+STATES = ("done", "running", "failed", "pending")
+HELP = (
+    "count a target's cells that are done, running, failed or pending, per experiment, with an "
+    "ETA from the measured round times (works while Snakemake runs; reads .snakemake/ and "
+    "progress.jsonl)"
+)
+MAX_LISTED = 10  # running and failed cells listed by name under the table
+
+
+def snakemake_keys(workdir: Path, kind: str) -> set[str]:
+    """The output paths Snakemake holds a ``kind`` record of (``incomplete`` or ``metadata``).
+
+    A record's file name is the urlsafe base64 of the path, cut into folder names prefixed
+    with ``@`` when longer than the file system allows.
+    """
+    root = workdir / ".snakemake" / kind
+    keys: set[str] = set()
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name == "migration_underway":
+                continue
+            parts = (Path(folder) / name).relative_to(root).parts
+            try:
+                keys.add(urlsafe_b64decode("".join(p.removeprefix("@") for p in parts)).decode())
+            except (ValueError, UnicodeDecodeError):
+                continue  # not a record (a temporary file)
+    return keys
+
+
+def snakemake_running(workdir: Path) -> bool:
+    """Whether a Snakemake holds the working directory's lock (it is running there)."""
+    locks = workdir / ".snakemake" / "locks"
+    return locks.is_dir() and any(p.name.endswith(".lock") for p in locks.iterdir())
+
+
+def cell_log(cell: Cell) -> str:
+    """The run_cell rule's log of ``cell`` (workflow/rules/train.smk)."""
+    return f"logs/run_cell/{cell.run_dir.removeprefix('results/runs/')}.log"
+
+
+@dataclass
+class CellState:
+    """Where one cell stands."""
+
+    cell: str  # experiment/malfunction/method/kK/seedS
+    experiment: str
+    state: str
+    rounds: int
+    rounds_done: int = 0
+    round_seconds: list[float] = field(default_factory=list)
+    note: str = ""
+
+    def mean_round(self) -> float | None:
+        return sum(self.round_seconds) / len(self.round_seconds) if self.round_seconds else None
+
+
+def _config_hash(config: Config, cell: Cell) -> str:
+    from benchlib.io import sha256_json
+    from benchlib.spec import CellSpec
+
+    return sha256_json(CellSpec.from_dict(config.cell_spec(cell)).to_dict())
+
+
+def _recorded_hash(metrics: Path) -> str | None:
+    try:
+        return json.loads(metrics.read_text()).get("config_hash")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+
+
+def cell_state(
+    config: Config,
+    cell: Cell,
+    workdir: Path,
+    incomplete: set[str],
+    recorded: set[str],
+    locked: bool,
+) -> CellState:
+    """The state of one cell from the files in ``workdir``."""
+    metrics_key = f"{cell.run_dir}/metrics.json"
+    metrics = workdir / metrics_key
+    rounds = int(config.datasets[config.experiment_dataset(cell.experiment)]["training"]["rounds"])
+    lines = read_progress(progress_path(metrics))
+    name = cell.run_dir.removeprefix("results/runs/")
+    state = CellState(name, cell.experiment, "pending", rounds)
+    state.round_seconds = [float(e["seconds"]) for e in lines if "seconds" in e]
+    state.rounds_done = len({e["round"] for e in lines})
+    if metrics.is_file():
+        if _recorded_hash(metrics) == _config_hash(config, cell):
+            state.state, state.rounds_done = "done", rounds
+        else:
+            state.note = "metrics.json of another cell config: the workflow runs it again"
+    elif metrics_key in incomplete:
+        if locked:
+            state.state = "running"
+        else:
+            state.state, state.note = "failed", "interrupted (no Snakemake runs here now)"
+    elif metrics_key in recorded or (workdir / cell_log(cell)).is_file():
+        state.state, state.note = "failed", f"see {cell_log(cell)}"
+    return state
+
+
+def target_cells(config: Config, targets: list[str]) -> list[Cell]:
+    """The cells that ``targets`` need: table/figure files or report names (their collected
+    inputs' cells) or experiment names; every report's cells when there is no target."""
+    reports = {}
+    for report in config.reports.values():
+        reports[report.name] = report
+        for target in report.targets:
+            reports[target] = report
+    chosen: dict[Cell, None] = {}
+    for target in targets or list(config.reports):
+        if target in config.experiments:
+            chosen.update(dict.fromkeys(config.cells(target)))
+            continue
+        if target not in reports:
+            raise BenchlibError(
+                f"unknown target {target!r}: name a table or figure file of the config "
+                "(benchlib targets CONFIG), a report name or an experiment"
+            )
+        for path in reports[target].inputs:
+            parts = path.removeprefix("results/collected/").removesuffix(".csv").split("/")
+            if not path.startswith("results/collected/") or parts[0] not in config.experiments:
+                continue
+            malfunction = parts[1] if len(parts) == 2 else None
+            chosen.update(dict.fromkeys(config.cells(parts[0], malfunction)))
+    return list(chosen)
+
+
+def grid_status(config: Config, targets: list[str], workdir: Path) -> dict[str, Any]:
+    """Counts per experiment and state, the remaining work and the ETA, and every cell."""
+    incomplete = snakemake_keys(workdir, "incomplete")
+    recorded = snakemake_keys(workdir, "metadata")
+    locked = snakemake_running(workdir)
+    cells = [
+        cell_state(config, cell, workdir, incomplete, recorded, locked)
+        for cell in target_cells(config, targets)
+    ]
+    experiments: dict[str, dict[str, Any]] = {}
+    for experiment in dict.fromkeys(c.experiment for c in cells):
+        mine = [c for c in cells if c.experiment == experiment]
+        measured = [s for c in mine for s in c.round_seconds]
+        mean = sum(measured) / len(measured) if measured else None
+        work: float | None = 0.0
+        for c in mine:
+            if c.state == "done":
+                continue
+            per_round = c.mean_round() if c.state == "running" and c.round_seconds else mean
+            left = c.rounds - (c.rounds_done if c.state == "running" else 0)
+            work = None if work is None or per_round is None else work + left * per_round
+        experiments[experiment] = {
+            **{s: sum(c.state == s for c in mine) for s in STATES},
+            "cells": len(mine),
+            "mean_round_seconds": mean,
+            "work_seconds": work,
+        }
+    running = sum(e["running"] for e in experiments.values())
+    known = [e["work_seconds"] for e in experiments.values() if e["work_seconds"] is not None]
+    total = sum(known) if known else None
+    unmeasured = sum(
+        e["cells"] - e["done"] for e in experiments.values() if e["work_seconds"] is None
+    )
+    return {
+        "workdir": str(workdir),
+        "snakemake_running": locked,
+        "experiments": experiments,
+        "work_seconds": total,  # of the experiments with a measured round time
+        "unmeasured_cells": unmeasured,  # cells left of experiments without one
+        "eta_seconds": None if total is None else total / max(1, running),
+        "cells": [asdict(c) for c in cells],
+    }
+
+
+def _duration(seconds: float | None) -> str:
+    return "unknown" if seconds is None else format_duration(seconds)
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """The table ``benchlib status`` prints."""
+    header = ["experiment", "cells", *STATES, "s/round", "work left"]
+    rows = [
+        [
+            name,
+            str(e["cells"]),
+            *(str(e[s]) for s in STATES),
+            "-" if e["mean_round_seconds"] is None else f"{e['mean_round_seconds']:.1f}",
+            _duration(e["work_seconds"]),
+        ]
+        for name, e in status["experiments"].items()
+    ]
+    totals = [sum(e[s] for e in status["experiments"].values()) for s in ("cells", *STATES)]
+    rows.append(["total", *map(str, totals), "", _duration(status["work_seconds"])])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            v.ljust(w) if i == 0 else v.rjust(w)
+            for i, (v, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *rows]
+    ]
+    done, cells = totals[1], totals[0]
+    if done == cells:
+        lines.append(f"all {cells} cells are done")
+    else:
+        running = totals[2]
+        unmeasured = status["unmeasured_cells"]
+        lines.append(
+            f"ETA {'at least ' if unmeasured and status['eta_seconds'] is not None else ''}"
+            f"{_duration(status['eta_seconds'])} (the work left over {max(1, running)} cell(s) "
+            "in parallel"
+            + (
+                f", not counting {unmeasured} cell(s) with no measured round yet"
+                if unmeasured
+                else ""
+            )
+            + f"; Snakemake {'is running' if status['snakemake_running'] else 'is not running'}"
+            " here)"
+        )
+    for state in ("running", "failed"):
+        listed = [c for c in status["cells"] if c["state"] == state]
+        for c in listed[:MAX_LISTED]:
+            detail = f"round {c['rounds_done']}/{c['rounds']}"
+            if c["note"]:
+                detail += f"; {c['note']}"
+            lines.append(f"{state}: {c['cell']} ({detail})")
+        if len(listed) > MAX_LISTED:
+            lines.append(f"{state}: ... and {len(listed) - MAX_LISTED} more (--json lists all)")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``benchlib status`` arguments."""
+    parser.add_argument(
+        "targets",
+        nargs="*",
+        metavar="TARGET",
+        help="table/figure file, report name or experiment (default: every report's cells)",
+    )
+    parser.add_argument(
+        "--config", default=None, help="config file or folder (default config/paper)"
+    )
+    parser.add_argument(
+        "-d", "--directory", default=".", help="the workflow's working directory (default .)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    from benchlib.config import Config
+    from benchlib.paper_configs import load_raw_config
+
+    config = Config(load_raw_config(args.config))
+    status = grid_status(config, list(args.targets), Path(args.directory))
+    print(json.dumps(status, indent=1) if args.json else format_status(status))

@@ -1,0 +1,184 @@
+"""`benchlib status`: done/running/failed/pending cells per experiment and an ETA, read from a
+working directory the test builds itself: real cells run in-process (one finished, one stopped
+after a round, as a running job leaves it), and Snakemake's records written the way Snakemake 9
+writes them (.snakemake/incomplete, .snakemake/metadata, .snakemake/locks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from base64 import urlsafe_b64encode
+from pathlib import Path
+
+import pytest
+from conftest import OPS_EXPERIMENT, OPS_TABLE, ops_config, ops_write_config
+
+from benchlib.cli import main
+from benchlib.config import Cell, load_config
+from benchlib.fl.engine import run_cell
+from benchlib.fl.progress import progress_path, read_progress
+from benchlib.status import grid_status, snakemake_keys
+
+ROUNDS = 3
+DONE = Cell(OPS_EXPERIMENT, "none", "fedavg", 0, 0)
+RUNNING = Cell(OPS_EXPERIMENT, "sfa", "lightyear", 1, 0)
+FAILED = Cell(OPS_EXPERIMENT, "sfa", "fedavg", 1, 0)
+PENDING = Cell(OPS_EXPERIMENT, "none", "lightyear", 0, 0)
+OTHER = "ops2"  # a second experiment: only its cells' status when it is the target
+
+
+def grid_config(rounds: int = ROUNDS) -> dict:
+    config = ops_config(rounds)
+    config["experiments"][OTHER] = dict(config["experiments"][OPS_EXPERIMENT], methods=["fedavg"])
+    return config
+
+
+def record(workdir: Path, kind: str, key: str, content: dict) -> None:
+    """A Snakemake record of output ``key`` (urlsafe base64 file name, split as Snakemake does
+    when longer than a file name may be)."""
+    max_len = os.pathconf(workdir, "PC_NAME_MAX") or 255
+    encoded = urlsafe_b64encode(key.encode()).decode()
+    parts = [encoded[i : i + max_len - 1] for i in range(0, len(encoded), max_len - 1)]
+    path = workdir.joinpath(".snakemake", kind, *("@" + p for p in parts[:-1]), parts[-1])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(content))
+
+
+def metrics_key(cell: Cell) -> str:
+    return f"{cell.run_dir}/metrics.json"
+
+
+@pytest.fixture(scope="module")
+def grid_template(mnist_store, smoke_split, tmp_path_factory) -> Path:
+    """A working directory in the middle of a run: DONE finished, RUNNING one round in (as
+    Snakemake leaves a running job: incomplete marker, lock held), FAILED's job ended with
+    an error (its log and metadata record, no metrics), PENDING never started."""
+    workdir = tmp_path_factory.mktemp("status")
+    configfile = ops_write_config(workdir / "grid.yaml", grid_config())
+    config = load_config(configfile)
+    for cell, stop_after in ((DONE, None), (RUNNING, 1)):
+        out = workdir / metrics_key(cell)
+        run_cell(
+            config.cell_spec(cell),
+            mnist_store,
+            smoke_split,
+            out,
+            workdir / cell.checkpoint_dir,
+            stop_after=stop_after,
+        )
+    record(workdir, "metadata", metrics_key(DONE), {"rule": "run_cell", "incomplete": False})
+    record(workdir, "incomplete", metrics_key(RUNNING), {"external_jobid": None})
+    record(workdir, "metadata", metrics_key(FAILED), {"rule": "run_cell", "incomplete": False})
+    log = workdir / "logs/run_cell" / f"{FAILED.run_dir.removeprefix('results/runs/')}.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("RuntimeError: out of memory\n")
+    (workdir / ".snakemake" / "locks").mkdir(parents=True)
+    (workdir / ".snakemake" / "locks" / "0.output.lock").write_text(metrics_key(RUNNING) + "\n")
+    return workdir
+
+
+@pytest.fixture
+def grid(grid_template, tmp_path) -> Path:
+    workdir = tmp_path / "work"
+    shutil.copytree(grid_template, workdir)
+    return workdir
+
+
+def seconds_of(workdir: Path, cell: Cell) -> list[float]:
+    return [e["seconds"] for e in read_progress(progress_path(workdir / metrics_key(cell)))]
+
+
+def test_status_counts_each_state_and_projects_the_work_left_from_round_times(grid):
+    config = load_config(grid / "grid.yaml")
+    status = grid_status(config, [OPS_TABLE], grid)
+    assert list(status["experiments"]) == [OPS_EXPERIMENT]  # the table's cells only
+    ops = status["experiments"][OPS_EXPERIMENT]
+    assert {k: ops[k] for k in ("cells", "done", "running", "failed", "pending")} == {
+        "cells": 4,
+        "done": 1,
+        "running": 1,
+        "failed": 1,
+        "pending": 1,
+    }
+    by_cell = {c["cell"]: c for c in status["cells"]}
+    running = by_cell[RUNNING.run_dir.removeprefix("results/runs/")]
+    assert (running["state"], running["rounds_done"], running["rounds"]) == ("running", 1, ROUNDS)
+    own = seconds_of(grid, RUNNING)
+    measured = seconds_of(grid, DONE) + own
+    assert len(own) == 1 and len(measured) == ROUNDS + 1
+    mean = sum(measured) / len(measured)
+    expected = (ROUNDS - 1) * own[0] + 2 * ROUNDS * mean  # running + failed and pending cells
+    assert ops["mean_round_seconds"] == pytest.approx(mean)
+    assert ops["work_seconds"] == pytest.approx(expected)
+    assert status["eta_seconds"] == pytest.approx(expected)  # one cell running
+    assert status["unmeasured_cells"] == 0
+
+
+def test_status_command_prints_the_table_and_names_running_and_failed_cells(grid, capsys):
+    assert main(["status", "--config", str(grid / "grid.yaml"), "-d", str(grid)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:6] for line in out.splitlines()[1:3]}
+    assert rows == {OPS_EXPERIMENT: ["4", "1", "1", "1", "1"], OTHER: ["2", "0", "0", "0", "2"]}
+    assert "ETA at least " in out and "not counting 2 cell(s) with no measured round" in out
+    assert f"running: {RUNNING.run_dir.removeprefix('results/runs/')} (round 1/3)" in out
+    assert f"failed: {FAILED.run_dir.removeprefix('results/runs/')} (round 0/3; see logs/" in out
+    assert main(["status", "--config", str(grid / "grid.yaml"), "-d", str(grid), "--json"]) == 0
+    parsed = json.loads(capsys.readouterr().out)
+    assert parsed["experiments"][OTHER]["pending"] == 2
+    assert parsed["unmeasured_cells"] == 2
+
+
+def test_a_started_job_without_a_running_snakemake_counts_as_failed(grid):
+    shutil.rmtree(grid / ".snakemake" / "locks")  # the run was interrupted
+    status = grid_status(load_config(grid / "grid.yaml"), [OPS_EXPERIMENT], grid)
+    ops = status["experiments"][OPS_EXPERIMENT]
+    assert (ops["running"], ops["failed"]) == (0, 2)
+    assert not status["snakemake_running"]
+    notes = [c["note"] for c in status["cells"] if c["state"] == "failed"]
+    assert any("interrupted" in note for note in notes)
+
+
+def test_metrics_of_another_cell_config_count_as_pending(grid):
+    changed = ops_write_config(grid / "changed.yaml", grid_config(rounds=ROUNDS + 1))
+    ops = grid_status(load_config(changed), [OPS_EXPERIMENT], grid)["experiments"][OPS_EXPERIMENT]
+    assert (ops["done"], ops["pending"]) == (0, 2)
+
+
+def test_a_grid_with_no_round_measured_has_no_eta(tmp_path, capsys):
+    configfile = ops_write_config(tmp_path / "grid.yaml", grid_config())
+    status = grid_status(load_config(configfile), [], tmp_path)
+    assert status["experiments"][OPS_EXPERIMENT]["pending"] == 4
+    assert status["eta_seconds"] is None
+    assert main(["status", "--config", str(configfile), "-d", str(tmp_path)]) == 0
+    assert "ETA unknown" in capsys.readouterr().out
+
+
+def test_an_unknown_target_is_one_clear_error(tmp_path, capsys):
+    configfile = ops_write_config(tmp_path / "grid.yaml", grid_config())
+    argv = ["status", "--config", str(configfile), "-d", str(tmp_path), "tables/nope.tex"]
+    assert main(argv) == 2
+    assert "unknown target 'tables/nope.tex'" in capsys.readouterr().err
+
+
+def test_snakemake_records_with_long_paths_are_read_back(tmp_path):
+    key = "results/runs/" + "/".join(["a" * 90] * 4) + "/metrics.json"
+    record(tmp_path, "incomplete", key, {"external_jobid": "42"})
+    record(tmp_path, "incomplete", "short/metrics.json", {"external_jobid": None})
+    assert snakemake_keys(tmp_path, "incomplete") == {key, "short/metrics.json"}
+    assert snakemake_keys(tmp_path, "metadata") == set()
+
+
+@pytest.mark.slow
+@pytest.mark.workflow
+def test_a_finished_snakemake_run_is_all_done(ops_reference_run, capsys):
+    """Cells run by Snakemake (spec passed as JSON on the command line) match the config."""
+    run = ops_reference_run
+    status = grid_status(load_config(run.configfile), [OPS_TABLE], run.workdir)
+    ops = status["experiments"][OPS_EXPERIMENT]
+    assert (ops["cells"], ops["done"]) == (4, 4)
+    assert ops["mean_round_seconds"] is not None  # every cell left its progress.jsonl
+    assert all(c["rounds_done"] == c["rounds"] for c in status["cells"])
+    argv = ["status", "--config", str(run.configfile), "-d", str(run.workdir), OPS_TABLE]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "all 4 cells are done"
