@@ -87,6 +87,20 @@ def smoke_cell_spec(smoke_config):
     return make
 
 
+@pytest.fixture
+def smoke_workdir(tmp_path, mnist_store, smoke_split) -> Path:
+    """A working directory laid out as the workflow leaves it before the cells run: ``c.yaml``
+    (smoke.yaml with 1 round), the prepared store and the split under ``results/``."""
+    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    config["datasets"]["mnist5k"]["training"]["rounds"] = 1
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "results" / "data").mkdir(parents=True)
+    (tmp_path / "results" / "data" / "mnist5k").symlink_to(mnist_store)
+    (tmp_path / "results" / "splits").mkdir()
+    (tmp_path / "results" / "splits" / "mnist5k.csv").symlink_to(smoke_split)
+    return tmp_path
+
+
 # ------------------------------------------------------------------------------------------
 # Operational tests (issue #5: SLURM, resume, determinism, bad inputs). Names start with ops_.
 OPS_EXPERIMENT = "ops"

@@ -152,20 +152,11 @@ def test_cell_ids_are_parsed_and_checked():
 
 
 @pytest.mark.slow
-def test_bench_kernels_times_both_settings(mnist_store, smoke_split, tmp_path, monkeypatch):
-    import yaml
-
+def test_bench_kernels_times_both_settings(smoke_workdir, monkeypatch):
     from benchlib.bench_kernels import run_kernel_benchmark
     from benchlib.config import Cell
 
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
-    config["datasets"]["mnist5k"]["training"]["rounds"] = 1
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / "results" / "data").mkdir(parents=True)
-    (tmp_path / "results" / "data" / "mnist5k").symlink_to(mnist_store)
-    (tmp_path / "results" / "splits").mkdir()
-    (tmp_path / "results" / "splits" / "mnist5k.csv").symlink_to(smoke_split)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(smoke_workdir)
     monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
     result = run_kernel_benchmark(Path("c.yaml"), Cell("smoke", "sfa", "fedavg", 1, 0), repeats=1)
     assert result["native"] > 0 and result["portable"] > 0

@@ -6,8 +6,7 @@ import json
 import subprocess
 
 import pytest
-import yaml
-from conftest import REPO, benchlib_exe, tool_env
+from conftest import benchlib_exe, tool_env
 
 from benchlib.digest import numbers_digest
 
@@ -15,22 +14,10 @@ pytestmark = pytest.mark.slow
 CELL = "smoke/sfa/fedavg/k1/seed0"
 
 
-@pytest.fixture
-def workdir(tmp_path, mnist_store, smoke_split):
-    config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
-    config["datasets"]["mnist5k"]["training"]["rounds"] = 1
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / "results" / "data").mkdir(parents=True)
-    (tmp_path / "results" / "data" / "mnist5k").symlink_to(mnist_store)
-    (tmp_path / "results" / "splits").mkdir()
-    (tmp_path / "results" / "splits" / "mnist5k.csv").symlink_to(smoke_split)
-    return tmp_path
-
-
-def run_cell_command(workdir, *args: str) -> subprocess.CompletedProcess[str]:
+def run_cell_command(smoke_workdir, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [benchlib_exe(), "run-cell", "c.yaml", *args],
-        cwd=workdir,
+        cwd=smoke_workdir,
         env=tool_env(),
         capture_output=True,
         text=True,
@@ -38,16 +25,16 @@ def run_cell_command(workdir, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_run_cell_writes_where_the_workflow_would_and_matches_benchlib_run(workdir):
-    done = run_cell_command(workdir, CELL)
+def test_run_cell_writes_where_the_workflow_would_and_matches_benchlib_run(smoke_workdir):
+    done = run_cell_command(smoke_workdir, CELL)
     assert done.returncode == 0, done.stderr[-3000:]
-    metrics = json.loads((workdir / f"results/runs/{CELL}/metrics.json").read_text())
+    metrics = json.loads((smoke_workdir / f"results/runs/{CELL}/metrics.json").read_text())
     assert metrics["cell"]["method_id"] == "fedavg" and metrics["cell"]["k"] == 1
-    assert (workdir / f"results/runs/{CELL}/timing.json").is_file()
+    assert (smoke_workdir / f"results/runs/{CELL}/timing.json").is_file()
 
-    other = run_cell_command(workdir, CELL, "--out-dir", "elsewhere")
+    other = run_cell_command(smoke_workdir, CELL, "--out-dir", "elsewhere")
     assert other.returncode == 0, other.stderr[-3000:]
-    again = json.loads((workdir / "elsewhere" / "metrics.json").read_text())
+    again = json.loads((smoke_workdir / "elsewhere" / "metrics.json").read_text())
     assert numbers_digest(again) == numbers_digest(metrics)  # the same cell, the same numbers
 
 
@@ -62,17 +49,17 @@ def test_run_cell_writes_where_the_workflow_would_and_matches_benchlib_run(workd
         ("smoke/sfa/fedavg", "is not experiment/malfunction/method/kK/seedS"),
     ],
 )
-def test_a_cell_outside_the_grid_is_one_clear_error(workdir, cell, message):
-    done = run_cell_command(workdir, cell)
+def test_a_cell_outside_the_grid_is_one_clear_error(smoke_workdir, cell, message):
+    done = run_cell_command(smoke_workdir, cell)
     assert done.returncode == 2
     assert message in done.stderr.strip().splitlines()[-1]
 
 
-def test_a_missing_split_names_the_command_that_makes_it(workdir):
-    (workdir / "results" / "splits" / "mnist5k.csv").unlink()
-    done = run_cell_command(workdir, CELL)
+def test_a_missing_split_names_the_command_that_makes_it(smoke_workdir):
+    (smoke_workdir / "results" / "splits" / "mnist5k.csv").unlink()
+    done = run_cell_command(smoke_workdir, CELL)
     assert done.returncode == 2
     line = done.stderr.strip().splitlines()[-1]
     assert "results/splits/mnist5k.csv is missing" in line
     assert "snakemake --configfile=c.yaml --cores 1 results/splits/mnist5k.csv" in line
-    assert not (workdir / "results" / "runs").exists()
+    assert not (smoke_workdir / "results" / "runs").exists()
