@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchlib.errors import BenchlibError
+from benchlib.io import sha256_json
 
 TRAINING_KEYS = ("optimizer", "lr", "batch_size", "local_epochs", "rounds")
 
@@ -102,6 +103,10 @@ class CellSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def config_hash(self) -> str:
+        """The hash metrics.json records and checkpoints carry (of the resolved spec)."""
+        return sha256_json(self.to_dict())
 
     def federation(self) -> list[int]:
         """The clients that train: all but the held-out ones (checked: at least two)."""

@@ -74,7 +74,7 @@ def snakemake_running(workdir: Path) -> bool:
 
 def cell_log(cell: Cell) -> str:
     """The run_cell rule's log of ``cell`` (workflow/rules/train.smk)."""
-    return f"logs/run_cell/{cell.run_dir.removeprefix('results/runs/')}.log"
+    return f"logs/run_cell/{cell.id}.log"
 
 
 @dataclass
@@ -94,10 +94,9 @@ class CellState:
 
 
 def _config_hash(config: Config, cell: Cell) -> str:
-    from benchlib.io import sha256_json
     from benchlib.spec import CellSpec
 
-    return sha256_json(CellSpec.from_dict(config.cell_spec(cell)).to_dict())
+    return CellSpec.from_dict(config.cell_spec(cell)).config_hash()
 
 
 def _recorded_hash(metrics: Path) -> str | None:
@@ -120,8 +119,7 @@ def cell_state(
     metrics = workdir / metrics_key
     rounds = int(config.datasets[config.experiment_dataset(cell.experiment)]["training"]["rounds"])
     lines = read_progress(progress_path(metrics))
-    name = cell.run_dir.removeprefix("results/runs/")
-    state = CellState(name, cell.experiment, "pending", rounds)
+    state = CellState(cell.id, cell.experiment, "pending", rounds)
     state.round_seconds = [float(e["seconds"]) for e in lines if "seconds" in e]
     state.rounds_done = len({e["round"] for e in lines})
     if metrics.is_file():

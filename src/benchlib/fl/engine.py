@@ -47,7 +47,7 @@ from benchlib.fl.progress import eta_text, record_round
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.fl.scoring import Scorer, finite_or_none
 from benchlib.fl.transforms import Transforms
-from benchlib.io import sha256_json, write_json_atomic
+from benchlib.io import write_json_atomic
 from benchlib.methods.base import (
     LossHook,
     P2PMethod,
@@ -189,7 +189,7 @@ class Cell:
         device: torch.device | None = None,
     ) -> None:
         self.spec = spec if isinstance(spec, CellSpec) else CellSpec.from_dict(spec)
-        self.config_hash = sha256_json(self.spec.to_dict())
+        self.config_hash = self.spec.config_hash()
         self.device = device or select_device()
         self.seed = int(self.spec.seed)
         self.num_clients = int(self.spec.clients)
