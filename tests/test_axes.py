@@ -61,7 +61,7 @@ def test_held_out_and_partition_axes():
     assert spec["held_out"] == [1]
     split = config.split_name(config.experiment_dataset(variant))
     assert split == "mnist5k__partition_groups"
-    assert config.dataset_spec(split)["partition"] == {"name": "groups"}
+    assert config.dataset_spec(split)["partition"] == {"name": "groups", "min_size": 1}
 
 
 @pytest.mark.parametrize(

@@ -247,6 +247,79 @@ def _(ctx: Ctx) -> list[str]:
     return ops_snakemake_argv(ctx.out, path, "-n")
 
 
+def _dry_run_with(ctx: Ctx, edit: Callable[[dict], None]) -> list[str]:
+    config = copy.deepcopy(SMOKE)
+    edit(config)
+    path = ctx.inp / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return ops_snakemake_argv(ctx.out, path, "-n")
+
+
+def _dataset(config: dict) -> dict:
+    return config["datasets"]["mnist5k"]
+
+
+# A typo in any params block stops the dry run, naming the key and (when close) the intended one.
+PARAMS_TYPOS: dict[str, tuple[str, Callable[[dict], None]]] = {
+    "method": (
+        "methods.fedavg (method 'fedavg') params: unknown parameter 'weighing' (did you mean "
+        "'weighting'?)",
+        lambda c: c["methods"]["fedavg"].update(params={"weighing": "samples"}),
+    ),
+    "method_type": (
+        "params: f: 'two' is not of type 'integer', 'null'",
+        lambda c: c["methods"].update(krum={"params": {"f": "two"}}),
+    ),
+    "model": (
+        "model 'femnist_cnn' params: unknown parameter 'convv1' (did you mean 'conv1'?)",
+        lambda c: _dataset(c)["model"]["params"].update(convv1=8),
+    ),
+    "model_type": (
+        "model 'femnist_cnn' params: conv1: -3 is less than the minimum of 1",
+        lambda c: _dataset(c)["model"]["params"].update(conv1=-3),
+    ),
+    "source": (
+        "source 'mnist5k' params: unknown parameter 'sha265' (did you mean 'sha256'?)",
+        lambda c: _dataset(c).update(params={"sha265": "0" * 64}),
+    ),
+    "partition": (
+        "partitioner 'iid' params: unknown parameter 'min_sise' (did you mean 'min_size'?)",
+        lambda c: _dataset(c).update(partition={"name": "iid", "min_sise": 5}),
+    ),
+    "partition_required": (
+        "partitioner 'writers' params: writers_per_client must be given",
+        lambda c: _dataset(c).update(partition={"name": "writers"}),
+    ),
+    "malfunction": (
+        "malfunction.ana: unknown key 'scal' (did you mean 'scale'?)",
+        lambda c: _dataset(c)["malfunction"].update(ana={"scal": 50}),
+    ),
+    "malfunction_section": (
+        "malfunction: unknown key 'placment' (did you mean 'placement'?)",
+        lambda c: _dataset(c)["malfunction"].update(placment="last"),
+    ),
+    "loss": (
+        "loss 'focal' params: unknown parameter 'gama' (did you mean 'gamma'?)",
+        lambda c: _dataset(c)["training"].update(loss="focal", loss_params={"gama": 2.0}),
+    ),
+    "training": (
+        "datasets.mnist5k.training: unknown key 'local_epoch' (did you mean 'local_epochs'?)",
+        lambda c: _dataset(c)["training"].update(local_epoch=2),
+    ),
+    "report": (
+        "reports.extra: Additional properties are not allowed ('metrik' was unexpected)",
+        lambda c: c.update(
+            reports={"extra": {"kind": "robustness_table", "experiment": "smoke", "metrik": "x"}}
+        ),
+    ),
+}
+for _key, (_phrase, _edit) in PARAMS_TYPOS.items():
+    CASES[f"snakemake_params_{_key}"] = (
+        _phrase,
+        functools.partial(_dry_run_with, edit=_edit),
+    )
+
+
 # -------------------------------------------------------------------------- data
 @case("missing_prepared_data", "prepared data not found")
 def _(ctx: Ctx) -> list[str]:
@@ -433,6 +506,7 @@ def files_under(root: Path) -> dict[str, int]:
 
 def test_the_matrix_is_big_enough():
     assert len(CASES) >= 25
+    assert len(PARAMS_TYPOS) >= 10
 
 
 @pytest.mark.slow  # one subprocess (benchlib or snakemake) per case

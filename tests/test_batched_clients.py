@@ -28,6 +28,7 @@ from benchlib.fl.engine import Cell, run_cell
 from benchlib.fl.loops import train_epoch
 from benchlib.fl.rng import torch_generator
 from benchlib.fl.transforms import Transforms
+from benchlib.settings import TrainingSettings
 from benchlib.tasks import get_task
 
 
@@ -110,7 +111,10 @@ def test_batched_epoch_equals_sequential_epochs_with_uneven_clients(mode, augmen
     template = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(72, 3))
     sequential = [copy.deepcopy(template) for _ in rows]
     batched = [copy.deepcopy(template) for _ in rows]
-    training = {"batch_size": 8, "local_epochs": 2}
+    training = TrainingSettings.from_config(
+        "training",
+        {"optimizer": "adam", "lr": 0.01, "batch_size": 8, "local_epochs": 2, "rounds": 1},
+    )
     seq_opts = [torch.optim.Adam(m.parameters(), lr=0.01) for m in sequential]
     bat_opts = [torch.optim.Adam(m.parameters(), lr=0.01) for m in batched]
     loss_fn = nn.CrossEntropyLoss()

@@ -10,15 +10,17 @@ from conftest import REPO
 from benchlib.cli import main
 from benchlib.config import Config
 from benchlib.data.registry import DatasetSource, register_dataset
+from benchlib.params import Param, Params
 
 PREPARED: list[str] = []
 BYO = register_dataset(
     DatasetSource(
         name="test_byo_credentialed",
-        prepare=lambda out, params: PREPARED.append(str(params["path"])),
+        build=lambda out, params: PREPARED.append(str(params["path"])),
         num_classes=2,
         image_shape=(1, 8, 8),
         access_page="https://physionet.org/content/example/",
+        params=Params({"path": Param({"type": "string"}, description="your local copy")}),
     )
 )
 

@@ -15,6 +15,15 @@ from conftest import REPO, ops_benchlib, ops_run_args, tool_env
 
 import benchlib
 from benchlib import cpu_kernels
+from benchlib.settings import TrainingSettings
+
+MINIMAL_TRAINING = {
+    "optimizer": "adam",
+    "lr": 0.1,
+    "batch_size": 4,
+    "local_epochs": 1,
+    "rounds": 1,
+}
 
 X86_AVX2 = bool(cpu_kernels.host_has_avx2())
 
@@ -46,13 +55,24 @@ def test_apply_cannot_act_once_torch_is_loaded():
 
 def test_unknown_setting_is_a_clear_error():
     with pytest.raises(benchlib.errors.BenchlibError, match="use one of portable, native"):
-        cpu_kernels.setting_of({"cpu_kernels": "avx512"})
-    assert cpu_kernels.setting_of({}) == "portable"
+        cpu_kernels.check_setting("avx512")
+    assert TrainingSettings.from_config("t", MINIMAL_TRAINING).cpu_kernels == "portable"
+    with pytest.raises(benchlib.errors.BenchlibError, match="cpu_kernels: 'avx512' is not one of"):
+        TrainingSettings.from_config("t", {**MINIMAL_TRAINING, "cpu_kernels": "avx512"})
 
 
 PROBE = """
 import json, sys
 from benchlib import cpu_kernels
+from benchlib.settings import TrainingSettings
+
+MINIMAL_TRAINING = {
+    "optimizer": "adam",
+    "lr": 0.1,
+    "batch_size": 4,
+    "local_epochs": 1,
+    "rounds": 1,
+}
 applied = cpu_kernels.apply(sys.argv[1])
 import torch
 print(json.dumps({"applied": applied, **cpu_kernels.in_effect(sys.argv[1])}))

@@ -195,7 +195,7 @@ def test_two_round_tpt48_cell_has_if_and_oof_entries(tmp_path):
     config = Config(raw)
     store = tmp_path / "store"
     path = REPO.parent / "shared" / "data" / "tpt48" / tpt48.FILE
-    get_dataset("tpt48_local").prepare(store, {"path": str(path), "task": "regression"})
+    get_dataset("tpt48_local").prepare(store, {"path": str(path)}, task="regression")
     split = tmp_path / "split.csv"
     write_split(
         make_split(load_store(store), SplitSpec.from_config(config.dataset_spec("tpt48_ew"))),

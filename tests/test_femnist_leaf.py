@@ -202,7 +202,7 @@ def test_sha256sums_mismatch_is_detected(tiny_leaf, tmp_path):
 
 
 def test_missing_path_setting_and_missing_directory(tmp_path):
-    with pytest.raises(BenchlibError, match=r"femnist_leaf needs params.path"):
+    with pytest.raises(BenchlibError, match=r"source 'femnist_leaf' params: path must be given"):
         get_dataset("femnist_leaf").prepare(tmp_path / "out", {})
     with pytest.raises(BenchlibError, match=r"params.path: .*nowhere not found"):
         prepare(tmp_path / "nowhere", tmp_path / "out")

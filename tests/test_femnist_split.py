@@ -177,9 +177,10 @@ def test_split_spec_modes_and_fraction_parsing():
 
 def test_partition_parameters_are_checked():
     with pytest.raises(
-        BenchlibError, match=r"partitioner 'writers' needs partition.writers_per_client"
+        BenchlibError, match=r"partitioner 'writers' params: writers_per_client must be given"
     ):
         check_partition_params("writers", {})
-    with pytest.raises(BenchlibError, match=r"'leaf-shards' does not take \['alpha'\]"):
+    with pytest.raises(BenchlibError, match=r"'leaf-shards' params: unknown parameter 'alpha'"):
         check_partition_params("leaf-shards", {"alpha": 0.5})
-    check_partition_params("dirichlet", {"alpha": 0.5, "min_size": 3})
+    filled = check_partition_params("dirichlet", {"alpha": 0.5, "min_size": 3})
+    assert filled == {"alpha": 0.5, "min_size": 3, "max_draws": 100}

@@ -15,6 +15,7 @@ from conftest import ops_snakemake
 
 from benchlib.cli import main
 from benchlib.config import Config
+from benchlib.data.registry import get_dataset
 from benchlib.data.sources import fets
 from benchlib.data.store import load_store
 from benchlib.errors import BenchlibError
@@ -82,7 +83,7 @@ def fets_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def fets_store(fets_root, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("store") / "fets"
-    fets.prepare_fets(out, {"path": str(fets_root), "size": 16, "min_tumor_pixels": 2})
+    get_dataset("fets").prepare(out, {"path": str(fets_root), "size": 16, "min_tumor_pixels": 2})
     return out
 
 
@@ -117,8 +118,9 @@ def test_store_slices_clients_and_labels_by_hand(fets_store):
 
 def test_whole_tumour_labels_and_resize(fets_root, tmp_path):
     out = tmp_path / "wt"
-    fets.prepare_fets(out, {"path": str(fets_root), "size": 8, "labels": "whole_tumor",
-                            "institutions": [2, "03"], "slice_step": 2})  # fmt: skip
+    params = {"path": str(fets_root), "size": 8, "labels": "whole_tumor",
+              "institutions": [2, "03"], "slice_step": 2}  # fmt: skip
+    get_dataset("fets").prepare(out, params)
     data = load_store(out)
     # z = 1, 2, 3, 4 have tumour (min 1 voxel), every 2nd: z = 1, 3; 2 institutions x 2 subjects
     assert list(data.index["sample_id"][:2]) == ["FeTS2022_00002/z001", "FeTS2022_00002/z003"]
@@ -139,14 +141,14 @@ def test_bad_labels_and_damaged_files_are_named(tmp_path):
     seg[0, 0, 0] = 3
     write_fets(tmp_path / "bad", seg=seg)
     with pytest.raises(BenchlibError, match=r"labels \[3\] are not BraTS labels"):
-        fets.prepare_fets(tmp_path / "s", {"path": str(tmp_path / "bad")})
+        get_dataset("fets").prepare(tmp_path / "s", {"path": str(tmp_path / "bad")})
     subjects = write_fets(tmp_path / "broken")
     (tmp_path / "broken" / subjects[1] / f"{subjects[1]}_t1ce.nii.gz").write_bytes(b"\x1f\x8bxx")
     with pytest.raises(BenchlibError, match=r"t1ce\.nii\.gz is not a readable NIfTI file"):
-        fets.prepare_fets(tmp_path / "s", {"path": str(tmp_path / "broken")})
+        get_dataset("fets").prepare(tmp_path / "s", {"path": str(tmp_path / "broken")})
     (tmp_path / "broken" / subjects[2] / f"{subjects[2]}_t2.nii.gz").unlink()
     with pytest.raises(BenchlibError, match=f"{subjects[2]}_t2.nii.gz is missing"):
-        fets.prepare_fets(tmp_path / "s", {"path": str(tmp_path / "broken")})
+        get_dataset("fets").prepare(tmp_path / "s", {"path": str(tmp_path / "broken")})
     assert not (tmp_path / "s").exists()
 
 

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from benchlib.data.registry import get_dataset
 from benchlib.data.seg_images import read_grey, resize_pair
-from benchlib.data.sources.hc18 import filled_mask, hc18_pairs, prepare_hc18
+from benchlib.data.sources.hc18 import filled_mask, hc18_pairs
 from benchlib.data.split import SplitSpec, make_split
 from benchlib.data.store import load_store
 from benchlib.errors import BenchlibError
@@ -60,7 +61,7 @@ def test_resize_keeps_masks_binary_and_images_bilinear():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     out = tmp_path_factory.mktemp("hc18") / "store"
-    prepare_hc18(out, {"path": str(HC18)})
+    get_dataset("hc18").prepare(out, {"path": str(HC18)})  # size: the default 64
     return load_store(out)
 
 
@@ -98,13 +99,13 @@ def test_damaged_folder_fails_with_one_error(tmp_path):
     shutil.copytree(HC18, copy)
     (copy / "training_set/005_HC_Annotation.png").write_bytes(b"\x89PNG broken")
     with pytest.raises(BenchlibError, match=r"005_HC_Annotation\.png does not match .*SHA256SUMS"):
-        prepare_hc18(tmp_path / "store", {"path": str(copy)})
+        get_dataset("hc18").prepare(tmp_path / "store", {"path": str(copy)})
     assert not (tmp_path / "store").exists()
     shutil.copy(HC18 / "training_set/005_HC_Annotation.png", copy / "training_set")
     (copy / "training_set/007_HC.png").unlink()  # an image gone: SHA256SUMS still lists it
     with pytest.raises(BenchlibError, match=r"007_HC\.png is listed in .*SHA256SUMS but missing"):
-        prepare_hc18(tmp_path / "store", {"path": str(copy)})
+        get_dataset("hc18").prepare(tmp_path / "store", {"path": str(copy)})
     (copy / "training_set/005_HC_Annotation.png").unlink()
     (copy / "SHA256SUMS").unlink()  # without the list, the pairs are still checked
     with pytest.raises(BenchlibError, match=r"has no annotation 005_HC_Annotation\.png"):
-        prepare_hc18(tmp_path / "store", {"path": str(copy)})
+        get_dataset("hc18").prepare(tmp_path / "store", {"path": str(copy)})

@@ -17,7 +17,7 @@ def context(round_index=3, client=2, scale=120.5):
         round=round_index,
         client=client,
         fresh_vector=lambda seed: torch.full((4,), float(seed % 1000)),
-        params={"ana": {"scale": scale}},
+        params={"ana": {"scale": scale}, "start_round": 0},
     )
 
 

@@ -30,6 +30,7 @@ from benchlib.methods.fedprox import FedProx
 from benchlib.methods.krum import Krum
 from benchlib.methods.robust_utils import proximal_hook
 from benchlib.methods.scclip import SCClip
+from benchlib.settings import TrainingSettings
 from benchlib.tasks import get_task
 
 BIG = 1e30
@@ -85,15 +86,16 @@ def linear_training(
     optimizers: list[torch.optim.Optimizer] | None = None,
 ) -> LocalTraining:
     """A one-client LocalTraining whose single batch holds all of (x, y)."""
+    settings = TrainingSettings.from_config("training", {"rounds": 1, **cfg})
     rows = np.arange(len(y))
     data = ClientData({"train": rows, "val": rows[:0], "test": rows[:0]})
     source = BatchSource(x.numpy(), y.numpy(), get_task("classification"), rows)
     return LocalTraining(
         models=[model],
-        optimizers=optimizers or [build_optimizer(list(model.parameters()), cfg)],
+        optimizers=optimizers or [build_optimizer(list(model.parameters()), settings)],
         clients=[data],
         source=source,
-        training=cfg,
+        training=settings,
         loss_fn=nn.CrossEntropyLoss(),
         seed=0,
         round=round,

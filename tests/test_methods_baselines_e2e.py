@@ -33,7 +33,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, Path]:
     root = tmp_path_factory.mktemp("baselines")
     dataset = config.dataset_spec(config.experiment_dataset(EXPERIMENT))
     source = get_dataset(dataset["source"])
-    source.prepare(root / "store", {**source.defaults, **dataset["params"]})
+    source.prepare(root / "store", dataset["params"])
     split = make_split(load_store(root / "store"), SplitSpec.from_config(dataset))
     write_split(split, root / "split.csv")
     return config, root

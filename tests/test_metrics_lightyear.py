@@ -159,7 +159,7 @@ def test_empty_selection_keeps_own_model():
     [
         ({"tau": 1.5}, "tau: 1.5 is greater than the maximum of 1"),
         ({"variant": "x"}, "variant"),
-        ({"beta": 1}, "does not take"),
+        ({"beta": 1}, "unknown parameter 'beta'"),
     ],
 )
 def test_bad_lightyear_parameters(params, message):

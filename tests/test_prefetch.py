@@ -20,8 +20,9 @@ from benchlib.errors import BenchlibError
 from benchlib.fl.data import BatchSource
 from benchlib.fl.engine import run_cell
 from benchlib.fl.loops import epoch_plan, train_epoch
-from benchlib.fl.prefetch import THREAD_PREFIX, Prefetcher, prefetch_depth
+from benchlib.fl.prefetch import THREAD_PREFIX, Prefetcher
 from benchlib.fl.transforms import Transforms
+from benchlib.settings import TrainingSettings
 from benchlib.tasks import get_task
 
 SHAPE = (12, 12, 3)
@@ -194,7 +195,7 @@ def test_a_streamed_cell_gives_identical_metrics_with_prefetch_0_and_2(
     mnist_store, smoke_split, smoke_cell_spec, tmp_path, monkeypatch, batching
 ):
     base = smoke_cell_spec("fedavg", "none", 0)
-    assert "prefetch" not in base["training"]  # existing configs keep their spec and hash
+    assert base["training"]["prefetch"] == 2  # the declared default, filled by the config
     readers: dict[int, set[str]] = {0: set(), 2: set()}
     depth = 0
     host_batch = BatchSource.host_batch
@@ -227,14 +228,18 @@ def test_a_streamed_cell_gives_identical_metrics_with_prefetch_0_and_2(
     assert not prefetch_threads()
 
 
+TRAINING = {"optimizer": "adam", "lr": 0.1, "batch_size": 4, "local_epochs": 1, "rounds": 1}
+
+
 @pytest.mark.parametrize("value", [-1, 1.5, True, "2"])
 def test_a_bad_prefetch_value_is_a_clear_error(value):
-    with pytest.raises(BenchlibError, match=r"training\.prefetch must be an integer >= 0"):
-        prefetch_depth({"prefetch": value})
+    with pytest.raises(BenchlibError, match=r"training: prefetch: .*(integer|minimum)"):
+        TrainingSettings.from_config("training", {**TRAINING, "prefetch": value})
 
 
 def test_the_schema_takes_prefetch_and_rejects_a_negative_one():
-    assert prefetch_depth({}) == 2 and prefetch_depth({"prefetch": 0}) == 0
+    assert TrainingSettings.from_config("training", TRAINING).prefetch == 2
+    assert TrainingSettings.from_config("training", {**TRAINING, "prefetch": 0}).prefetch == 0
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     good = copy.deepcopy(config)
     good["datasets"]["mnist5k"]["training"]["prefetch"] = 4

@@ -26,9 +26,7 @@ from benchlib.seeding import numpy_rng
 
 # ------------------------------------------------------------------------------- start_round
 def context(round_index: int, start_round: int | None = None) -> MalfunctionContext:
-    params: dict = {"ana": {"scale": 50.0}}
-    if start_round is not None:
-        params["start_round"] = start_round
+    params: dict = {"ana": {"scale": 50.0}, "start_round": start_round or 0}
     return MalfunctionContext(
         seed=3,
         round=round_index,
@@ -104,7 +102,7 @@ def test_shards_per_client_groups_consecutive_sorted_shards() -> None:
     check_partition_params("leaf-shards", {"shards_per_client": 4})
     with pytest.raises(BenchlibError, match=r"5 LEAF shards cannot fill 3 clients \(2 shard"):
         partition("leaf-shards", labels, labels, 3, rng, {"shards_per_client": 2}, {"shard": shard})
-    with pytest.raises(BenchlibError, match="shards_per_client must be an int >= 1, got 0"):
+    with pytest.raises(BenchlibError, match="shards_per_client: 0 is less than the minimum of 1"):
         partition("leaf-shards", labels, labels, 2, rng, {"shards_per_client": 0}, {"shard": shard})
 
 
@@ -142,6 +140,7 @@ def test_small_data_config_loads_with_both_options() -> None:
     assert config.datasets["femnist_shard2"]["partition"] == {
         "name": "leaf-shards",
         "shards_per_client": 2,
+        "min_size": 1,
     }
     assert config.datasets["femnist_shard4"]["clients"] == 2
     late = config.cell_spec(Cell("shard1_late", "sfa", "lightyear", 4, 0))

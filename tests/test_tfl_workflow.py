@@ -116,7 +116,7 @@ def test_default_config_has_the_tfl_tables():
     officehome = config.datasets["tfl_officehome__held_out_15_16_17_18_19"]
     assert (officehome["model"]["name"], officehome["training"]["batch_size"]) == ("resnet50", 64)
     for dataset in ("tfl_pacs__held_out_0_1_2_3_4", "tfl_officehome__held_out_0_1_2_3_4"):
-        assert config.datasets[dataset]["model"]["params"] == {"pretrained": True}  # ImageNet
+        assert config.datasets[dataset]["model"]["params"]["pretrained"] is True  # ImageNet
 
 
 TINY = {

@@ -25,6 +25,7 @@ from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store
 from benchlib.fl.engine import run_cell
 from benchlib.methods.base import StarRound, build_method
+from benchlib.params import Param, Params
 
 EXAMPLE = REPO / "tests" / "examples" / "coordinate_median.py"
 DOC = REPO / "docs" / "ARCHITECTURE.md"
@@ -45,7 +46,11 @@ def median_method():
     if "coordinate_median" not in METHODS:
         METHODS.add(
             "coordinate_median",
-            MethodEntry("examples.coordinate_median", "star", {"trim": {"type": "integer"}}),
+            MethodEntry(
+                "examples.coordinate_median",
+                "star",
+                Params({"trim": Param({"type": "integer", "minimum": 0}, 0, "trimmed models")}),
+            ),
         )
     return "coordinate_median"
 
@@ -76,7 +81,7 @@ def test_a_new_method_and_a_new_dataset_run_in_a_cell(median_method, tmp_path):
     cfg = Config(config)
     spec = cfg.dataset_spec("rows")
     store = tmp_path / "store"
-    get_dataset(spec["source"]).prepare(store, {**spec["params"], "task": spec["task"]})
+    get_dataset(spec["source"]).prepare(store, spec["params"], task=spec["task"])
     data = load_store(store)
     assert data.task == "regression" and data.inputs.shape == (160, 3)
     split = tmp_path / "split.csv"

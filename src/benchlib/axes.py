@@ -42,26 +42,32 @@ class Axis:
 
     apply: Callable[[dict[str, Any], Any], None]
     data: bool
+    description: str = ""
 
 
 AXES: Registry[Axis] = Registry("grid axis")
 
 
-def register_axis(name: str, data: bool) -> Callable[[Callable], Callable]:
+def register_axis(name: str, data: bool, description: str) -> Callable[[Callable], Callable]:
+    """Register an axis: how a value changes a dataset entry, whether it changes the split,
+    and what its values are (for the parameter reference)."""
+
     def decorate(apply: Callable[[dict[str, Any], Any], None]) -> Callable:
-        AXES.add(name, Axis(apply, data))
+        AXES.add(name, Axis(apply, data, description))
         return apply
 
     return decorate
 
 
-@register_axis("clients", data=True)
+@register_axis("clients", data=True, description="number of clients (an int >= 2)")
 def _clients(dataset: dict[str, Any], value: Any) -> None:
     require(isinstance(value, int) and value >= 2, f"axis clients: {value!r} is not an int >= 2")
     dataset["clients"] = value
 
 
-@register_axis("partition", data=True)
+@register_axis(
+    "partition", data=True, description="a partition mapping with a name (see Partitioners)"
+)
 def _partition(dataset: dict[str, Any], value: Any) -> None:
     require(
         isinstance(value, dict) and "name" in value,
@@ -70,7 +76,9 @@ def _partition(dataset: dict[str, Any], value: Any) -> None:
     dataset["partition"] = dict(value)
 
 
-@register_axis("held_out", data=False)
+@register_axis(
+    "held_out", data=False, description="list of client ids that never train (leave-one-out)"
+)
 def _held_out(dataset: dict[str, Any], value: Any) -> None:
     require(
         isinstance(value, list) and all(isinstance(c, int) for c in value),
@@ -79,7 +87,11 @@ def _held_out(dataset: dict[str, Any], value: Any) -> None:
     dataset["held_out"] = list(value)
 
 
-@register_axis("corruption", data=False)
+@register_axis(
+    "corruption",
+    data=False,
+    description="FedAgain corruption: a scenario name or {ratio, severity[, subsets]}",
+)
 def _corruption(dataset: dict[str, Any], value: Any) -> None:
     """FedAgain's corrupted clients: same split, a corrupted copy of the store."""
     from benchlib.data.corruptions import scenario_of

@@ -52,6 +52,7 @@ from benchlib.fl.engine import Cell
 from benchlib.fl.optim import build_optimizer
 from benchlib.io import atomic_directory, sha256_file, write_json_atomic
 from benchlib.seeding import numpy_rng
+from benchlib.settings import TrainingSettings
 
 Print = Callable[[str], None]
 
@@ -64,6 +65,7 @@ TRAINING = {
     "rounds": 100,
     "persist_optimizer": True,
 }
+SETTINGS = TrainingSettings(**TRAINING)  # code constants: no config check needed
 
 
 # ------------------------------------------------------------------------- engine overhead
@@ -177,7 +179,7 @@ def run_benchmark(
             cell = Cell(_spec(method, clients), store, split, device=torch.device("cpu"))
             data = _BareData(cell)
             models = [copy.deepcopy(m) for m in cell.models]
-            optimizers = [build_optimizer(list(m.parameters()), TRAINING) for m in models]
+            optimizers = [build_optimizer(list(m.parameters()), SETTINGS) for m in models]
             state = {"round": 0}
 
             def engine_round(cell: Cell = cell, state: dict = state) -> None:

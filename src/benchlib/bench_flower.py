@@ -36,6 +36,7 @@ from torch import nn
 from benchlib.fl.engine import Cell
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.rng import seed_torch_global, torch_generator
+from benchlib.settings import TrainingSettings
 
 INSTALL_HINT = "pip install -e '.[bench]'"
 State = dict[str, torch.Tensor]
@@ -61,7 +62,7 @@ class FlowerWorkload:
     model: nn.Module  # holds the cell's initial global weights
     train: list[tuple[torch.Tensor, torch.Tensor]]
     val: list[tuple[torch.Tensor, torch.Tensor]]
-    training: dict[str, Any]
+    training: TrainingSettings
     seed: int
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -74,7 +75,7 @@ class FlowerWorkload:
             model=model,
             train=[cell.source.batch(c.rows["train"]) for c in cell.clients],
             val=[cell.source.batch(c.rows["val"]) for c in cell.clients],
-            training=dict(cell.training),
+            training=cell.training,
             seed=cell.seed,
             loss_fn=cell.loss_fn,
         )
@@ -94,9 +95,9 @@ def client_fit(workload: FlowerWorkload, client: int, state: State, round_index:
     model.train()
     optimizer = build_optimizer(list(model.parameters()), workload.training)
     x, y = workload.train[client]
-    batch = int(workload.training["batch_size"])
+    batch = workload.training.batch_size
     seed_torch_global(workload.seed, "train/dropout", round_index, client)
-    for epoch in range(int(workload.training["local_epochs"])):
+    for epoch in range(workload.training.local_epochs):
         generator = torch_generator(workload.seed, "train/shuffle", round_index, client, epoch)
         order = torch.randperm(len(y), generator=generator)
         for start in range(0, len(order), batch):

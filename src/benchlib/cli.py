@@ -81,26 +81,27 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     require_keys(spec, ("dataset", "source"), "--spec")
     check_output_dir(Path(args.out))
     source = get_dataset(spec["source"])
-    params = {**source.defaults, **spec.get("params", {})}
+    params = source.resolve(spec.get("params"))
     check_local_copy(source, spec["dataset"], params)
     LOG.info("preparing dataset %s from source %s -> %s", spec["dataset"], source.name, args.out)
-    source.prepare(Path(args.out), {**params, "task": spec.get("task", "classification")})
+    source.prepare(Path(args.out), params, task=spec.get("task", "classification"))
 
 
 def cmd_download(args: argparse.Namespace) -> None:
     from benchlib.data.download import fetch, remote_file
+    from benchlib.data.registry import get_dataset
 
     spec = parse_spec(args.spec)
     require_keys(spec, ("dataset", "source"), "--spec")
-    params = spec.get("params", {})
+    params = get_dataset(spec["source"]).resolve(spec.get("params"))
     out = Path(args.out)
     check_output_file(out)
     remote = remote_file(spec["source"], out.name, params)
     fetch(
         remote,
         out.parent,
-        retries=int(params.get("retries", 2)),
-        timeout=float(params.get("timeout", 60)),
+        retries=params["retries"],
+        timeout=params["timeout"],
         context=f"datasets.{spec['dataset']}.params",
     )
     LOG.info("%s is in place (sha256 %s)", out, remote.sha256 or "not pinned: checked at prepare")
@@ -189,7 +190,7 @@ def _run_spec(
     """Run one resolved cell: its CPU kernels are set before torch loads."""
     from benchlib import cpu_kernels
 
-    cpu_kernels.apply(cpu_kernels.setting_of(spec.training))
+    cpu_kernels.apply(spec.training.cpu_kernels)
     from benchlib.fl.engine import run_cell
 
     _set_threads(threads)
@@ -273,6 +274,17 @@ def cmd_check_config(args: argparse.Namespace) -> None:
         build_method(entry.get("method", method_id), dict(entry.get("params", {})))
     cells = sum(len(config.cells(e)) for e in config.experiments)
     print(f"{args.config}: valid; {len(config.experiments)} experiments, {cells} cells")
+
+
+def cmd_params(args: argparse.Namespace) -> None:
+    from benchlib.io import write_text_atomic
+    from benchlib.reference import parameter_reference
+
+    text = parameter_reference()
+    if args.out:
+        write_text_atomic(Path(args.out), text)
+    else:
+        print(text, end="")
 
 
 def cmd_targets(args: argparse.Namespace) -> None:
@@ -472,6 +484,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("check-config", cmd_check_config, "validate a config file")
     p.add_argument("config")
+
+    p = add(
+        "params",
+        cmd_params,
+        "print the parameter reference: every parameter of the training settings, methods, "
+        "models, dataset sources, partitioners, malfunctions, losses, report kinds and axes",
+    )
+    p.epilog = "example: benchlib params --out docs/parameters.md"
+    p.add_argument("--out", help="write the Markdown here (default: standard output)")
 
     p = add("targets", cmd_targets, "list the table and figure targets of a config")
     p.add_argument(

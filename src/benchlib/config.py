@@ -19,6 +19,8 @@ names a method id not defined under ``methods`` is an error.
 
 from __future__ import annotations
 
+import copy
+import difflib
 import logging
 import math
 from importlib import resources
@@ -30,19 +32,23 @@ import yaml
 
 from benchlib.axes import SEPARATOR, apply_axes, changes_data, variants
 from benchlib.catalog import (
+    MALFUNCTION_SETTINGS,
     MALFUNCTIONS,
     METHODS,
-    MODELS,
-    PLACEMENTS,
+    MODEL_INIT,
     TASKS,
     TRANSFORMS,
-    check_params,
+    loss_settings,
+    malfunction_settings,
+    model_settings,
 )
 from benchlib.errors import BenchlibError, require
+from benchlib.settings import TrainingSettings
 from benchlib.spec import Cell, CellSpec
 
 LOG = logging.getLogger("benchlib")
 NO_MALFUNCTION = "none"
+DEFAULT_TASK = "classification"
 DOWNLOAD_ROOT = "results/downloads"
 
 
@@ -52,18 +58,18 @@ def schema() -> dict[str, Any]:
     result = yaml.safe_load(text)
     dataset = result["properties"]["datasets"]["additionalProperties"]["properties"]
     dataset["task"]["enum"] = TASKS.names()
+    dataset["task"]["default"] = DEFAULT_TASK
     dataset["transforms"]["properties"]["train"]["items"]["properties"]["name"]["enum"] = list(
         TRANSFORMS
     )
+    dataset["training"] = TrainingSettings.params().schema()
+    dataset["model"]["properties"]["init"] = MODEL_INIT.json_schema()
     malfunction = dataset["malfunction"]["properties"]
-    malfunction["placement"]["enum"] = list(PLACEMENTS)
+    for name, param in MALFUNCTION_SETTINGS.items():
+        malfunction[name] = param.json_schema()
     for name, params in MALFUNCTIONS.items():
         if params:
-            malfunction[name] = {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": params,
-            }
+            malfunction[name] = params.schema()
     return result
 
 
@@ -114,7 +120,15 @@ def validate_schema(config: dict[str, Any]) -> None:
 
 
 def _message(error: jsonschema.ValidationError) -> str:
-    """The error's message; for a failed choice (oneOf/anyOf), the alternatives it offered."""
+    """The error's message; for an unknown key, the accepted ones (and the closest); for a
+    failed choice (oneOf/anyOf), the alternatives it offered."""
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        if unknown and allowed:
+            close = difflib.get_close_matches(unknown[0], allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            return f"unknown key {unknown[0]!r}{hint}; it takes: {', '.join(allowed)}"
     if error.validator in ("oneOf", "anyOf") and error.context:
         options = sorted({sub.message for sub in error.context if not sub.path})
         if options:
@@ -128,13 +142,14 @@ class Config:
     def __init__(self, raw: dict[str, Any]) -> None:
         validate_schema(raw)
         self.raw = raw
-        self.datasets: dict[str, dict[str, Any]] = dict(raw["datasets"])
+        # deep copies: the checks fill in defaults, ``raw`` stays as the file gave it
+        self.datasets: dict[str, dict[str, Any]] = copy.deepcopy(raw["datasets"])
         self.stores: dict[str, str] = {name: name for name in self.datasets}  # -> store dataset
         self.splits: dict[str, str] = {name: name for name in self.datasets}  # -> split dataset
         self._check_method_ids(raw)
         self.skipped_methods = self._unimplemented_methods(raw)
         self.methods: dict[str, dict[str, Any]] = {
-            k: v for k, v in raw["methods"].items() if k not in self.skipped_methods
+            k: copy.deepcopy(v) for k, v in raw["methods"].items() if k not in self.skipped_methods
         }
         self.experiments: dict[str, dict[str, Any]] = {
             name: {**exp, "methods": [m for m in exp["methods"] if m in self.methods]}
@@ -235,46 +250,18 @@ class Config:
 
     # ------------------------------------------------------------------ validation
     def _check_semantics(self) -> None:
-        from benchlib.data.download import check_remote, remote_files
-        from benchlib.data.partition import check_partition_params, partitioner_names
-        from benchlib.data.registry import get_dataset
-        from benchlib.data.split import SplitSpec
-
+        """Check every dataset and method entry against its declared parameters and fill in
+        the defaults (so every cell spec is complete), then the experiments' references."""
         for name, ds in self.datasets.items():
-            get_dataset(ds["source"])
-            partitioner = ds["partition"]["name"]
-            require(
-                partitioner in partitioner_names(),
-                f"dataset {name}: unknown partitioner {partitioner!r}; choose one of: "
-                f"{', '.join(partitioner_names())}",
-            )
             try:
-                check_partition_params(
-                    partitioner, {k: v for k, v in ds["partition"].items() if k != "name"}
-                )
-                split = SplitSpec.from_config(ds)
-                require(
-                    split.val_fraction + split.test_fraction < 1,
-                    f"split.val + split.test = {split.val_fraction + split.test_fraction:g} "
-                    "leaves no training data; make their sum less than 1",
-                )
-            except BenchlibError as exc:
-                raise BenchlibError(f"dataset {name}: {exc}") from exc
-            require(
-                "download_dir" not in ds.get("params", {}),
-                f"dataset {name}: params.download_dir is set by benchlib "
-                f"({DOWNLOAD_ROOT}/{name}); remove it",
-            )
-            for remote in remote_files(ds["source"], ds.get("params", {})):
-                check_remote(remote, f"datasets.{name}.params")
-            try:
-                MODELS.get(ds["model"]["name"])
-                self._check_task(ds)
+                self._resolve_dataset(name, ds)
             except BenchlibError as exc:
                 raise BenchlibError(f"dataset {name}: {exc}") from exc
         for method_id, entry in self.methods.items():
             method = entry.get("method", method_id)
-            check_params(f"method {method!r}", METHODS.get(method).params, entry.get("params", {}))
+            entry["params"] = METHODS.get(method).params.resolve(
+                f"methods.{method_id} (method {method!r}) params", entry.get("params")
+            )
         for name, exp in self.experiments.items():
             declared = self.raw["experiments"][exp.get("base", name)]["methods"]
             require(
@@ -297,17 +284,35 @@ class Config:
                 )
 
     @staticmethod
-    def _check_task(ds: dict[str, Any]) -> None:
-        """The dataset's loss belongs to its task; held-out clients exist."""
-        task = TASKS.get(ds.get("task", "classification"))
-        loss = ds["training"].get("loss", task.default_loss)
+    def _resolve_dataset(name: str, ds: dict[str, Any]) -> None:
+        """Check one dataset entry (in place: its defaults filled)."""
+        from benchlib.data.download import check_remote, remote_files
+        from benchlib.data.partition import partition_settings
+        from benchlib.data.registry import get_dataset
+        from benchlib.data.split import SplitSpec
+
+        source = get_dataset(ds["source"])
         require(
-            loss in task.losses,
-            f"task {ds.get('task', 'classification')} has no loss {loss!r}; choose one of: "
-            f"{', '.join(sorted(task.losses))}",
+            "download_dir" not in ds.get("params", {}),
+            f"params.download_dir is set by benchlib ({DOWNLOAD_ROOT}/{name}); remove it",
         )
-        check_params(f"loss {loss!r}", task.losses[loss], ds["training"].get("loss_params", {}))
-        held_out = ds.get("held_out", [])
+        ds["params"] = source.params.resolve(f"source {source.name!r} params", ds.get("params"))
+        for remote in remote_files(ds["source"], ds["params"]):
+            check_remote(remote, f"datasets.{name}.params")
+        ds["task"] = ds.get("task", DEFAULT_TASK)
+        ds["partition"] = partition_settings(ds["partition"])
+        split = SplitSpec.from_config(ds)
+        require(
+            split.val_fraction + split.test_fraction < 1,
+            f"split.val + split.test = {split.val_fraction + split.test_fraction:g} "
+            "leaves no training data; make their sum less than 1",
+        )
+        ds["model"] = model_settings("", ds["model"])
+        training = TrainingSettings.from_config("training", ds["training"])
+        loss, loss_params = loss_settings("", ds["task"], training.loss, training.loss_params)
+        ds["training"] = {**training.to_dict(), "loss": loss, "loss_params": loss_params}
+        ds["malfunction"] = malfunction_settings("malfunction", ds.get("malfunction"))
+        held_out = ds.setdefault("held_out", [])
         require(
             all(c < ds["clients"] for c in held_out) and len(held_out) <= ds["clients"] - 2,
             f"held_out {held_out} must name clients below {ds['clients']} and leave at least 2 "
@@ -344,25 +349,28 @@ class Config:
         dataset_name = self.experiment_dataset(cell.experiment)
         ds = self.datasets[dataset_name]
         entry = self.methods[cell.method]
-        return CellSpec(
-            experiment=cell.experiment,
-            dataset=dataset_name,
-            method_id=cell.method,
-            method=entry.get("method", cell.method),
-            method_params=dict(entry.get("params", {})),
-            malfunction=cell.malfunction,
-            k=cell.k,
-            seed=cell.seed,
-            clients=ds["clients"],
-            model={"name": ds["model"]["name"], "params": dict(ds["model"].get("params", {}))}
-            | ({"init": ds["model"]["init"]} if "init" in ds["model"] else {}),
-            training=dict(ds["training"]),
-            malfunction_params=dict(ds.get("malfunction", {})),
-            task=ds.get("task", "classification"),
-            transforms=dict(ds.get("transforms", {})),
-            held_out=list(ds.get("held_out", [])),
-            axes=dict(self.experiments[cell.experiment].get("axes_values", {})),
-        ).to_dict()
+        return (
+            CellSpec(
+                experiment=cell.experiment,
+                dataset=dataset_name,
+                method_id=cell.method,
+                method=entry.get("method", cell.method),
+                method_params=copy.deepcopy(entry["params"]),
+                malfunction=cell.malfunction,
+                k=cell.k,
+                seed=cell.seed,
+                clients=ds["clients"],
+                model=copy.deepcopy(ds["model"]),
+                training=TrainingSettings(**copy.deepcopy(ds["training"])),
+                malfunction_params=copy.deepcopy(ds["malfunction"]),
+                task=ds["task"],
+                transforms=copy.deepcopy(ds.get("transforms", {})),
+                held_out=list(ds["held_out"]),
+                axes=copy.deepcopy(self.experiments[cell.experiment].get("axes_values", {})),
+            )
+            .resolved()
+            .to_dict()
+        )
 
     def dataset_label(self, dataset: str) -> str:
         return self.datasets[dataset].get("label", dataset)
@@ -383,7 +391,7 @@ class Config:
             params["download_dir"] = f"{DOWNLOAD_ROOT}/{dataset}"
         return {
             "dataset": dataset,
-            "task": ds.get("task", "classification"),
+            "task": ds["task"],
             "source": ds["source"],
             "params": params,
             "clients": ds["clients"],

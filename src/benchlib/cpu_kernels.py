@@ -49,11 +49,6 @@ def check_setting(value: object, where: str = "training.cpu_kernels") -> str:
     return str(value)
 
 
-def setting_of(training: Mapping[str, Any]) -> str:
-    """A cell's ``training.cpu_kernels`` (default ``portable``), checked."""
-    return check_setting(training.get("cpu_kernels", DEFAULT))
-
-
 def is_x86_64() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 

@@ -12,10 +12,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchlib.catalog import METHODS, loss_settings, malfunction_settings, model_settings
 from benchlib.errors import BenchlibError
 from benchlib.io import sha256_json
-
-TRAINING_KEYS = ("optimizer", "lr", "batch_size", "local_epochs", "rounds")
+from benchlib.settings import TrainingSettings
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class CellSpec:
     seed: int
     clients: int
     model: dict[str, Any]  # {name, params, init: shared | per_client}
-    training: dict[str, Any]
+    training: TrainingSettings
     method_params: dict[str, Any] = field(default_factory=dict)
     malfunction_params: dict[str, Any] = field(default_factory=dict)  # placement + per-name dicts
     task: str = "classification"
@@ -83,7 +83,8 @@ class CellSpec:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], what: str = "--spec") -> CellSpec:
-        """Build from the JSON form; one clear error naming missing or unknown keys."""
+        """Build from the JSON form, defaults filled; one clear error naming missing or unknown
+        keys or a bad parameter."""
         names = {f.name for f in dataclasses.fields(cls)}
         missing = [key for key in cls.required_keys() if key not in raw]
         if missing:
@@ -94,12 +95,28 @@ class CellSpec:
         unknown = sorted(set(raw) - names)
         if unknown:
             raise BenchlibError(f"{what} has unknown keys {unknown}; regenerate it from the config")
-        lacking = [key for key in TRAINING_KEYS if key not in raw["training"]]
-        if lacking:
-            raise BenchlibError(
-                f"{what} training lacks {', '.join(lacking)}; pass the spec the workflow generates"
-            )
-        return cls(**raw)
+        training = raw["training"]
+        if not isinstance(training, TrainingSettings):
+            training = TrainingSettings.from_config(f"{what} training", training)
+        return cls(**{**raw, "training": training}).resolved(f"{what} ")
+
+    def resolved(self, what: str = "") -> CellSpec:
+        """This spec with every parameter checked and every default filled (idempotent): the
+        training settings and loss, the method's, model's and malfunction's parameters."""
+        loss, loss_params = loss_settings(
+            what, self.task, self.training.loss, self.training.loss_params
+        )
+        return dataclasses.replace(
+            self,
+            training=dataclasses.replace(self.training, loss=loss, loss_params=loss_params),
+            method_params=METHODS.get(self.method).params.resolve(
+                f"{what}method {self.method!r} params", self.method_params
+            ),
+            model=model_settings(what, self.model),
+            malfunction_params=malfunction_settings(
+                f"{what}malfunction", self.malfunction_params, [self.malfunction]
+            ),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -25,13 +25,15 @@ _HASH_PREFIX = re.compile(r"-([a-f0-9]{8,64})\.")
 
 
 def weights_url(model: str, params: dict[str, Any]) -> str:
-    """The URL of ``model``'s pretrained weights (``params.weights_url`` overrides it)."""
+    """The URL of ``model``'s pretrained weights (a non-empty ``params.weights_url`` overrides
+    the pinned torchvision one)."""
+    url = str(params.get("weights_url") or WEIGHTS_URLS.get(model, ""))
     require(
-        model in WEIGHTS_URLS or "weights_url" in params,
+        bool(url),
         f"model {model!r} has no pretrained weights here; choose one of "
         f"{', '.join(sorted(WEIGHTS_URLS))} or set pretrained: false",
     )
-    return str(params.get("weights_url", WEIGHTS_URLS.get(model, "")))
+    return url
 
 
 def hash_prefix(filename: str) -> str:

@@ -7,7 +7,7 @@ import sys
 from benchlib.config import Config, Cell, NO_MALFUNCTION
 from benchlib.data.registry import get_dataset
 from benchlib.errors import BenchlibError
-from benchlib.weights import WEIGHTS_URLS, weights_path
+from benchlib.weights import weights_path, weights_url
 from benchlib.targets import report_names
 
 
@@ -111,20 +111,18 @@ def get_report_kind(wildcards):
 # ---- pretrained weights (weights.smk)
 def weights_of(dataset):
     """The weights file a dataset's model needs ({} when it is not pretrained)."""
-    model = CFG.datasets[dataset]["model"]
-    params = dict(model.get("params", {}))
-    if not params.get("pretrained"):
+    model = CFG.datasets[dataset]["model"]  # params with every default filled
+    if not model["params"].get("pretrained"):  # only torchvision models declare it
         return {}
-    return {"weights": weights_path(model["name"], params)}
+    return {"weights": weights_path(model["name"], model["params"])}
 
 
 def get_weights_url(wildcards):
     for dataset in CFG.datasets:
         needed = weights_of(dataset).get("weights")
         if needed == f"results/weights/{wildcards.filename}":
-            params = CFG.datasets[dataset]["model"].get("params", {})
-            name = CFG.datasets[dataset]["model"]["name"]
-            return params.get("weights_url", WEIGHTS_URLS.get(name))
+            model = CFG.datasets[dataset]["model"]
+            return weights_url(model["name"], model["params"])
     raise ValueError(f"no dataset of this config uses the weights {wildcards.filename}")
 
 

@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 from benchlib.durations import format_duration
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
+from benchlib.params import Param
 
 LOG = logging.getLogger("benchlib")
 SCHEMES = ("http", "https", "ftp")
@@ -62,6 +63,31 @@ class RemoteFile:
 
 
 _REMOTE_FILES: dict[str, tuple[RemoteFile, ...]] = {}
+
+
+def download_params(files: Sequence[RemoteFile]) -> dict[str, Param]:
+    """The ``params`` of a source that downloads ``files``: each file's overrides (URL,
+    checksums, size; absent = the pinned values), the download's retries and timeout, and the
+    download folder the workflow sets."""
+    optional = {"type": "string"}
+    result = {
+        "download_dir": Param(optional, description="set by the workflow; do not set it"),
+        "retries": Param({"type": "integer", "minimum": 0}, DEFAULT_RETRIES, "download retries"),
+        "timeout": Param(
+            {"type": "number", "exclusiveMinimum": 0}, DEFAULT_TIMEOUT_S, "seconds per attempt"
+        ),
+    }
+    for remote in files:
+        what = f"of {remote.name}"
+        result[remote.url_param] = Param(optional, description=f"URL {what} (a mirror)")
+        result[remote.sha256_param] = Param(optional, description=f"sha256 {what}")
+        if remote.md5:
+            result[remote.md5_param] = Param(optional, description=f"md5 {what}")
+        if remote.size:
+            result[remote.size_param] = Param(
+                {"type": "integer", "minimum": 1}, description=f"byte size {what}"
+            )
+    return result
 
 
 def register_remote_files(source: str, files: Sequence[RemoteFile]) -> None:
@@ -202,8 +228,8 @@ def fetch_with_params(
     return fetch(
         remote,
         params["download_dir"] if folder is None else folder,
-        retries=int(params.get("retries", 2)),
-        timeout=float(params.get("timeout", 60)),
+        retries=int(params.get("retries", DEFAULT_RETRIES)),
+        timeout=float(params.get("timeout", DEFAULT_TIMEOUT_S)),
         context="the dataset's params",
     )
 

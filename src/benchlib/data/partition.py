@@ -9,30 +9,42 @@ writers or LEAF shards beyond the N clients.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from benchlib.errors import BenchlibError, require
+from benchlib.params import Param, Params
 from benchlib.registry import Registry
 
-Partitioner = Callable[..., np.ndarray]
+PartitionFunction = Callable[..., np.ndarray]
 UNASSIGNED = -1
+
+
+@dataclass(frozen=True)
+class Partitioner:
+    """A partitioner: its function, its declared parameters and the store columns it needs."""
+
+    function: PartitionFunction
+    params: Params
+    needs: tuple[str, ...] = ()
+
+
 _PARTITIONERS: Registry[Partitioner] = Registry("partitioner")
-_NEEDS: dict[str, tuple[str, ...]] = {}
-_POSITIONAL = ("labels", "groups", "num_clients", "rng")
+MIN_SIZE = Param({"type": "integer", "minimum": 1}, 1, "smallest number of samples per client")
 
 
 def register_partitioner(
-    name: str, needs: tuple[str, ...] = ()
-) -> Callable[[Partitioner], Partitioner]:
-    """Decorator adding a partitioner under ``name``; ``needs`` lists store columns it takes."""
+    name: str, params: Mapping[str, Param], needs: tuple[str, ...] = ()
+) -> Callable[[PartitionFunction], PartitionFunction]:
+    """Decorator adding a partitioner under ``name`` with its parameters (the function gets
+    every one, defaults filled); ``needs`` lists store columns it takes."""
 
-    def decorate(func: Partitioner) -> Partitioner:
-        _NEEDS[name] = needs
-        return _PARTITIONERS.add(name, func)
+    def decorate(func: PartitionFunction) -> PartitionFunction:
+        _PARTITIONERS.add(name, Partitioner(func, Params(dict(params)), needs))
+        return func
 
     return decorate
 
@@ -41,20 +53,21 @@ def partitioner_names() -> list[str]:
     return _PARTITIONERS.names()
 
 
-def check_partition_params(name: str, params: dict[str, Any]) -> None:
-    """Reject unknown or missing parameters of partitioner ``name`` with a clear message."""
-    signature = inspect.signature(_PARTITIONERS.get(name)).parameters
-    own = {k: v for k, v in signature.items() if k not in _POSITIONAL and k not in _NEEDS[name]}
-    unknown = sorted(set(params) - set(own))
-    require(
-        not unknown,
-        f"partitioner {name!r} does not take {unknown}; it takes {sorted(own) or 'nothing'}",
-    )
-    for key, param in own.items():
-        require(
-            key in params or param.default is not inspect.Parameter.empty,
-            f"partitioner {name!r} needs partition.{key}; add it to the dataset's partition",
-        )
+def partitioner_params(name: str) -> Params:
+    return _PARTITIONERS.get(name).params
+
+
+def check_partition_params(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Partitioner ``name``'s parameters checked (one clear error naming a bad key) with the
+    defaults filled."""
+    return _PARTITIONERS.get(name).params.resolve(f"partitioner {name!r} params", params)
+
+
+def partition_settings(section: Mapping[str, Any]) -> dict[str, Any]:
+    """A dataset's ``partition`` section (``name`` + parameters), checked, defaults filled."""
+    name = section["name"]
+    params = {k: v for k, v in section.items() if k != "name"}
+    return {"name": name, **check_partition_params(name, params)}
 
 
 def partition(
@@ -70,11 +83,11 @@ def partition(
 
     ``columns`` holds optional store columns (e.g. ``shard``) for partitioners that need them.
     """
-    params = dict(params or {})
-    check_partition_params(name, params)
+    params = check_partition_params(name, params or {})
     require(num_clients >= 1, f"number of clients must be >= 1, got {num_clients}")
+    partitioner = _PARTITIONERS.get(name)
     extra = {}
-    for column in _NEEDS[name]:
+    for column in partitioner.needs:
         values = (columns or {}).get(column)
         require(
             values is not None and all(str(v) for v in values),
@@ -82,7 +95,7 @@ def partition(
             "does not fill (only LEAF JSON imports have shards); use partition writers instead",
         )
         extra[column] = np.asarray(values)
-    return _PARTITIONERS.get(name)(labels, groups, num_clients, rng, **extra, **params)
+    return partitioner.function(labels, groups, num_clients, rng, **extra, **params)
 
 
 def _check_min_size(clients: np.ndarray, num_clients: int, min_size: int) -> bool:
@@ -90,13 +103,13 @@ def _check_min_size(clients: np.ndarray, num_clients: int, min_size: int) -> boo
     return bool(counts.min() >= min_size)
 
 
-@register_partitioner("iid")
+@register_partitioner("iid", {"min_size": MIN_SIZE})
 def iid_partition(
     labels: np.ndarray,
     groups: np.ndarray,
     num_clients: int,
     rng: np.random.Generator,
-    min_size: int = 1,
+    min_size: int,
 ) -> np.ndarray:
     """Shuffle and deal samples round-robin: client sizes differ by at most one."""
     require(
@@ -110,21 +123,29 @@ def iid_partition(
     return clients
 
 
-@register_partitioner("dirichlet")
+@register_partitioner(
+    "dirichlet",
+    {
+        "alpha": Param({"type": "number", "exclusiveMinimum": 0}, 0.5, "Dir(alpha) concentration"),
+        "min_size": Param(MIN_SIZE.schema, 10, MIN_SIZE.description),
+        "max_draws": Param(
+            {"type": "integer", "minimum": 1}, 100, "redraws until every client has min_size"
+        ),
+    },
+)
 def dirichlet_partition(
     labels: np.ndarray,
     groups: np.ndarray,
     num_clients: int,
     rng: np.random.Generator,
-    alpha: float = 0.5,
-    min_size: int = 10,
-    max_draws: int = 100,
+    alpha: float,
+    min_size: int,
+    max_draws: int,
 ) -> np.ndarray:
     """Label skew: for each class, client shares are drawn from Dir(alpha, ..., alpha).
 
     Redraws (at most ``max_draws`` times) until every client holds ``min_size`` samples.
     """
-    require(alpha > 0, f"dirichlet partition: alpha must be > 0, got {alpha}")
     classes = np.unique(labels)
     for _ in range(max_draws):
         clients = np.empty(len(labels), dtype=np.int64)
@@ -144,13 +165,13 @@ def dirichlet_partition(
     )
 
 
-@register_partitioner("groups")
+@register_partitioner("groups", {"min_size": MIN_SIZE})
 def group_partition(
     labels: np.ndarray,
     groups: np.ndarray,
     num_clients: int,
     rng: np.random.Generator,
-    min_size: int = 1,
+    min_size: int,
 ) -> np.ndarray:
     """Natural groups (writers, hospitals...): whole groups dealt to clients after a shuffle.
 
@@ -171,15 +192,24 @@ def group_partition(
     return clients
 
 
-@register_partitioner("leaf-shards", needs=("shard",))
+@register_partitioner(
+    "leaf-shards",
+    {
+        "shards_per_client": Param(
+            {"type": "integer", "minimum": 1}, 1, "whole LEAF shards per client"
+        ),
+        "min_size": MIN_SIZE,
+    },
+    needs=("shard",),
+)
 def leaf_shard_partition(
     labels: np.ndarray,
     groups: np.ndarray,
     num_clients: int,
     rng: np.random.Generator,
     shard: np.ndarray,
-    shards_per_client: int = 1,
-    min_size: int = 1,
+    shards_per_client: int,
+    min_size: int,
 ) -> np.ndarray:
     """Whole LEAF shards per client; one each (default) as the LIGHTYEAR authors' preprocess.py.
 
@@ -188,11 +218,6 @@ def leaf_shard_partition(
     used and samples of later shards are left out. S > 1 gives fewer clients with more data each
     (e.g. the 8-shard FEMNIST sample as 4 clients of 2 shards). Deterministic: no randomness.
     """
-    require(
-        isinstance(shards_per_client, int) and shards_per_client >= 1,
-        f"leaf-shards partition: partition.shards_per_client must be an int >= 1, got "
-        f"{shards_per_client!r}",
-    )
     names = sorted(set(shard.tolist()))
     wanted = num_clients * shards_per_client
     require(
@@ -211,14 +236,24 @@ def leaf_shard_partition(
     return clients
 
 
-@register_partitioner("writers")
+@register_partitioner(
+    "writers",
+    {
+        "writers_per_client": Param(
+            {"type": "integer", "minimum": 1},
+            description="whole writers per client (seeded assignment)",
+            required=True,
+        ),
+        "min_size": MIN_SIZE,
+    },
+)
 def writer_partition(
     labels: np.ndarray,
     groups: np.ndarray,
     num_clients: int,
     rng: np.random.Generator,
     writers_per_client: int,
-    min_size: int = 1,
+    min_size: int,
 ) -> np.ndarray:
     """A seeded assignment of whole writers (the store's groups), K per client.
 
@@ -231,7 +266,6 @@ def writer_partition(
         "writers partition needs writer ids in the store's group column; this dataset source "
         "has none: use partition iid or dirichlet",
     )
-    require(writers_per_client >= 1, "partition.writers_per_client must be >= 1")
     wanted = num_clients * writers_per_client
     require(
         len(names) >= wanted,
@@ -259,16 +293,32 @@ def _largest_remainder(quotas: np.ndarray, total: int) -> np.ndarray:
     return counts
 
 
-@register_partitioner("label-skew")
+@register_partitioner(
+    "label-skew",
+    {
+        "primary": Param({"type": "integer", "minimum": 1}, 2, "primary classes per client"),
+        "share": Param(
+            {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            0.8,
+            "share of a class that goes to the clients it is primary on (Eq. 14)",
+        ),
+        "assignment": Param(
+            {"enum": ["cyclic", "random"]},
+            "cyclic",
+            "primary classes: client k gets classes k, k+1, ... or a seeded random draw",
+        ),
+        "min_size": MIN_SIZE,
+    },
+)
 def label_skew_partition(
     labels: np.ndarray,
     groups: np.ndarray,
     num_clients: int,
     rng: np.random.Generator,
-    primary: int = 2,
-    share: float = 0.8,
-    assignment: str = "cyclic",
-    min_size: int = 1,
+    primary: int,
+    share: float,
+    assignment: str,
+    min_size: int,
 ) -> np.ndarray:
     """FedAgain's label skew (paper Eq. 14): every client has ``primary`` primary classes.
 
@@ -284,11 +334,6 @@ def label_skew_partition(
         1 <= primary < len(classes),
         f"label-skew partition: partition.primary must be in 1..{len(classes) - 1} for "
         f"{len(classes)} classes, got {primary}",
-    )
-    require(0 < share <= 1, f"label-skew partition: partition.share must be in (0, 1], got {share}")
-    require(
-        assignment in ("cyclic", "random"),
-        f"label-skew partition: partition.assignment must be cyclic or random, got {assignment!r}",
     )
     if assignment == "cyclic":
         primaries = [{(k + j) % len(classes) for j in range(primary)} for k in range(num_clients)]

@@ -6,12 +6,13 @@ them all, so adding a dataset means adding one module there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchlib.errors import BenchlibError
+from benchlib.params import NO_PARAMS, Params
 from benchlib.registry import Registry, import_submodules
 
 
@@ -19,8 +20,11 @@ from benchlib.registry import Registry, import_submodules
 class DatasetSource:
     """How to obtain one dataset and what it looks like.
 
-    ``prepare(out_dir, params)`` writes a prepared store (see :mod:`benchlib.data.store`);
-    ``params`` are the dataset's config entries (paths, URLs, checksums...). A bring-your-own
+    ``params`` declares the dataset's config ``params`` (paths, URLs, checksums, sizes...; a
+    source that downloads includes :func:`benchlib.data.download.download_params` of its files).
+    ``build(out_dir, params)`` writes a prepared store (see :mod:`benchlib.data.store`) from
+    complete params (every default filled; plus ``task``, the dataset's task); call it through
+    :meth:`prepare`, which checks and fills them. A bring-your-own
     source (credentialed or private data) sets ``access_page``: its files come from the user
     through ``params.path``, and a missing copy stops its prepare job (never the workflow's
     parse) with one error naming the config key and the page where access is granted.
@@ -30,14 +34,24 @@ class DatasetSource:
     """
 
     name: str
-    prepare: Callable[[Path, dict[str, Any]], None]
+    build: Callable[[Path, dict[str, Any]], None]
     num_classes: int
     image_shape: tuple[int, ...]
     task: str = "classification"
     description: str = ""
-    defaults: dict[str, Any] = field(default_factory=dict)
+    params: Params = NO_PARAMS
     access_page: str = ""
     prepare_resources: dict[str, int] = field(default_factory=dict)
+
+    def resolve(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The dataset's ``params`` checked against the declaration, defaults filled."""
+        return self.params.resolve(f"source {self.name!r} params", params)
+
+    def prepare(
+        self, out_dir: Path, params: Mapping[str, Any] | None, task: str = "classification"
+    ) -> None:
+        """Write the prepared store of this source into ``out_dir``."""
+        self.build(Path(out_dir), {**self.resolve(params), "task": task})
 
 
 def check_local_copy(source: DatasetSource, dataset: str, params: dict[str, Any]) -> None:

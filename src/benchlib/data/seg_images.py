@@ -13,14 +13,22 @@ import numpy as np
 
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
+from benchlib.params import Param
 
 LOG = logging.getLogger("benchlib")
 DEFAULT_SIZE = 64
+SIZE_PARAM = Param(
+    {"type": "integer", "minimum": 8, "maximum": 1024},
+    DEFAULT_SIZE,
+    "side length of the square store images and masks (px; resized, aspect not kept)",
+)
+"""``params.size`` of the segmentation sources that use :func:`image_size`."""
 
 
 def image_size(params: dict[str, Any], source: str) -> int:
-    """The side length of the square store images (``params.size``, default 64)."""
-    size = params.get("size", DEFAULT_SIZE)
+    """The side length of the square store images (``params.size``, declared by
+    :data:`SIZE_PARAM`)."""
+    size = params["size"]
     require(
         isinstance(size, int) and 8 <= size <= 1024,
         f"{source} params.size must be an integer side length in 8..1024, got {size!r}",

@@ -39,9 +39,10 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from benchlib.fl.data import BatchSource
 from benchlib.fl.precision import compute_precision
-from benchlib.fl.prefetch import Prefetcher, prefetch_depth
+from benchlib.fl.prefetch import Prefetcher
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.seeding import derive_seed
+from benchlib.settings import TrainingSettings
 
 PerSampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -390,7 +391,7 @@ class BatchedClients:
         optimizers: list[torch.optim.Optimizer],
         rows: list[np.ndarray],
         source: BatchSource,
-        training: dict[str, Any],
+        training: TrainingSettings,
         keys: list[tuple[int, str, int, int]],
         proximal: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
@@ -413,7 +414,7 @@ class BatchedClients:
         optimizer = StackedOptimizer.gather(optimizers, models)
         seed, stream, round_index = keys[0][0], keys[0][1], keys[0][2]
         seed_torch_global(seed, f"{stream}/dropout-batched", round_index)
-        batch_size = int(training["batch_size"])
+        batch_size = training.batch_size
         clients = len(rows)
         on_device = source.resident and source.transforms.augmentation is None
 
@@ -441,7 +442,7 @@ class BatchedClients:
             if on_device and self.cuda_graphs and source.device.type == "cuda"
             else None
         )
-        for epoch in range(int(training["local_epochs"])):
+        for epoch in range(training.local_epochs):
             schedules = [
                 _client_batches(r, batch_size, torch_generator(s, f"{st}/shuffle", rd, c, epoch))
                 for r, (s, st, rd, c) in zip(rows, keys, strict=True)
@@ -455,7 +456,7 @@ class BatchedClients:
             if positions is None:  # through the host: read ahead while the steps compute
                 parts = [_step_parts(source, plan, n, keys, epoch) for n in range(plan.steps)]
                 reads = [part for step_parts in parts for part in step_parts]
-                with Prefetcher(source, reads, depth=prefetch_depth(training)) as batches:
+                with Prefetcher(source, reads, depth=training.prefetch) as batches:
                     for number, step_parts in enumerate(parts):
                         x, y = _joined([next(batches) for _ in step_parts])
                         factors = optimizer.factors(number)

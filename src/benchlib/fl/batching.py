@@ -4,8 +4,7 @@ proximal pulls in the batched trainer's layout (see :mod:`benchlib.fl.batched`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -14,12 +13,13 @@ from benchlib.errors import require
 from benchlib.fl.batched import BatchedClients, why_not_batched
 from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import Method, TrainingContext
+from benchlib.settings import TrainingSettings
 
 LOG = logging.getLogger("benchlib")
 
 
 def batched_clients(
-    training: Mapping[str, Any],
+    training: TrainingSettings,
     device: torch.device,
     models: list[nn.Module],
     optimizers: list[torch.optim.Optimizer],
@@ -32,7 +32,7 @@ def batched_clients(
     ``training.client_batching``: ``auto`` (default) batches on a GPU when possible, ``on``
     batches wherever possible (also on CPU), ``off`` never.
     """
-    choice = str(training.get("client_batching", "auto"))
+    choice = training.client_batching
     require(choice in ("auto", "on", "off"), f"unknown client_batching {choice!r}")
     if choice == "off" or (choice == "auto" and device.type != "cuda"):
         return None
@@ -43,7 +43,7 @@ def batched_clients(
         LOG.info("clients train one after another: %s", reason)
         return None
     LOG.info("clients train batched (lock-step, one vmap over %d models)", len(models))
-    graphs = bool(training.get("cuda_graphs", True))
+    graphs = training.cuda_graphs
     return BatchedClients(models[0], loss_fn, cuda_graphs=graphs, precision=precision)
 
 

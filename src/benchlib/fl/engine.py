@@ -41,8 +41,6 @@ from benchlib.fl.loops import predict, train_epoch
 from benchlib.fl.malfunctions import MalfunctionPlan
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.params import ParamLayout, StackSpace
-from benchlib.fl.precision import precision_of
-from benchlib.fl.prefetch import prefetch_depth
 from benchlib.fl.progress import eta_text, record_round
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.fl.scoring import Scorer, finite_or_none
@@ -59,6 +57,7 @@ from benchlib.methods.base import (
 from benchlib.models import build_model
 from benchlib.provenance import cell_provenance
 from benchlib.seeding import numpy_rng
+from benchlib.settings import TrainingSettings
 from benchlib.spec import CellSpec
 from benchlib.tasks import get_task
 
@@ -78,7 +77,7 @@ class LocalTraining:
     optimizers: list[torch.optim.Optimizer]
     clients: list[ClientData]
     source: BatchSource
-    training: dict[str, Any]
+    training: TrainingSettings
     loss_fn: nn.Module
     seed: int
     round: int
@@ -103,7 +102,7 @@ class LocalTraining:
         model = copy.deepcopy(self.models[client])
         self.layout.load(model, vector)
         rows = self.clients[client].rows[subset]
-        outputs = predict(model, self.source, rows, precision=precision_of(self.training))
+        outputs = predict(model, self.source, rows, precision=self.training.precision)
         with torch.no_grad():
             return float(self.loss_fn(outputs, self.source.targets_of(rows)))
 
@@ -123,20 +122,20 @@ class LocalTraining:
         model = self.models[client] if model is None else model
         optimizer = self.optimizers[client] if optimizer is None else optimizer
         seed_torch_global(self.seed, f"{stream}/dropout", self.round, client)
-        for epoch in range(int(self.training["local_epochs"])):
+        for epoch in range(self.training.local_epochs):
             generator = torch_generator(self.seed, f"{stream}/shuffle", self.round, client, epoch)
             train_epoch(
                 model,
                 optimizer,
                 self.source,
                 self.train_rows(client) if rows is None else rows,
-                int(self.training["batch_size"]),
+                self.training.batch_size,
                 generator,
                 self.loss_fn if loss_fn is None else loss_fn,
                 loss_hook,
                 augment_key=(self.seed, stream, self.round, client, epoch),
-                prefetch=prefetch_depth(self.training),
-                precision=precision_of(self.training),
+                prefetch=self.training.prefetch,
+                precision=self.training.precision,
             )
 
 
@@ -193,8 +192,8 @@ class Cell:
         self.device = device or select_device()
         self.seed = int(self.spec.seed)
         self.num_clients = int(self.spec.clients)
-        self.training = dict(self.spec.training)
-        self.rounds = int(self.training["rounds"])
+        self.training = self.spec.training
+        self.rounds = self.training.rounds
         require(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
         self.held_out = sorted(set(self.spec.held_out))
         self.federation = self.spec.federation()
@@ -206,13 +205,13 @@ class Cell:
             self.task,
             self.device,
             Transforms(self.spec.transforms),
-            mode=str(self.training.get("data_mode", "auto")),
+            mode=self.training.data_mode,
         )
         self.clients, self.source = data.clients, data.source
         self.num_outputs, self.input_shape = data.num_outputs, data.input_shape
         self.loss_fn = self.task.build_loss(
-            self.training.get("loss"),
-            self.training.get("loss_params"),
+            self.training.loss,
+            self.training.loss_params,
             train_labels=data.train_labels,
             num_classes=data.num_classes,
         )
@@ -231,7 +230,7 @@ class Cell:
         self.malicious = self.malfunctions.malicious
         self.history = History(metric=self.task.primary_metric)
         self.start_round = 0
-        self.precision = precision_of(self.training)
+        self.precision = self.training.precision
         if self.precision != "fp32":
             LOG.info("forwards in %s (training.precision)", self.precision)
         self.batched = batched_clients(
@@ -247,8 +246,7 @@ class Cell:
 
     # --------------------------------------------------------------------------- set-up
     def _build_models(self) -> None:
-        init = self.spec.model.get("init", self.method.model_init)
-        require(init in ("shared", "per_client"), f"unknown model init {init!r}")
+        init = self.spec.model["init"] or self.method.model_init
         seed_torch_global(self.seed, "init")
         initial = self._new_model()
         self.layout = ParamLayout.of(initial, exclude=self.method.private_prefixes)
@@ -268,7 +266,7 @@ class Cell:
         model_cfg = self.spec.model
         model = self.method.build_model(
             lambda outputs: build_model(
-                model_cfg["name"], outputs, self.input_shape, model_cfg.get("params", {})
+                model_cfg["name"], outputs, self.input_shape, model_cfg["params"]
             ),
             self.num_outputs,
             task=self.task,
@@ -321,7 +319,7 @@ class Cell:
         for client in participants:
             if isinstance(self.method, StarMethod):
                 self.layout.load(self.models[client], self.global_vector)
-            if not self.training.get("persist_optimizer", True):
+            if not self.training.persist_optimizer:
                 self.optimizers[client] = self.new_optimizer(self.models[client])
         if self.batched is not None:
             for client in participants:
@@ -363,7 +361,7 @@ class Cell:
         sizes = torch.tensor(
             [self.clients[c].sizes["train"] for c in participants], dtype=torch.float64
         )
-        batch = int(self.training["batch_size"])
+        batch = self.training.batch_size
         info = StarRound(
             round=round_index,
             num_rounds=self.rounds,
@@ -426,10 +424,10 @@ class Cell:
         if participants != self.federation:
             self.history.participants.append(participants)
         self.history.val.append([self.scoring.primary(c, "val") for c in self.federation])
-        if self.training.get("round_metrics"):  # per-round test metrics (fl/round_metrics.py)
+        if self.training.round_metrics:  # per-round test metrics (fl/round_metrics.py)
             from benchlib.fl.round_metrics import check_round_metrics, round_test_metrics
 
-            names = check_round_metrics(self.training["round_metrics"], self.task.entry.metrics)
+            names = check_round_metrics(self.training.round_metrics, self.task.entry.metrics)
             self.history.round_metrics.append(round_test_metrics(self.scoring, names))
 
     # ------------------------------------------------------------------ checkpoints
@@ -469,12 +467,10 @@ class Cell:
             "transmitted_parameters": self.layout.size,  # entries of one sent model vector
             **self.scoring.results(),  # per-client test metrics (and held-out, class counts)
         }
-        if self.training.get("save_predictions"):  # a few test class maps (fl/predictions.py)
+        if self.training.save_predictions:  # a few test class maps (fl/predictions.py)
             from benchlib.fl.predictions import saved_predictions
 
-            result["predictions"] = saved_predictions(
-                self.scoring, int(self.training["save_predictions"])
-            )
+            result["predictions"] = saved_predictions(self.scoring, self.training.save_predictions)
         return result
 
 
@@ -508,7 +504,7 @@ def run_cell(
         cell.rounds,
         cell.malicious,
     )
-    kernels = cpu_kernels.in_effect(cpu_kernels.setting_of(spec.training))
+    kernels = cpu_kernels.in_effect(spec.training.cpu_kernels)
     LOG.info(
         "CPU kernels: %s (PyTorch %s, oneDNN %s)",
         kernels["setting"],

@@ -40,16 +40,17 @@ class MalfunctionContext:
     round: int
     client: int
     fresh_vector: Callable[[int], torch.Tensor]  # seed -> flat vector of a new initialisation
-    # malfunction -> its params, plus the optional ``start_round`` (an int)
+    # the cell's malfunction section, defaults filled (benchlib.catalog.malfunction_settings):
+    # ``start_round`` and one parameter mapping per malfunction that has parameters
     params: dict[str, Any] = field(default_factory=dict)
 
-    def param(self, malfunction: str, name: str, default: float) -> float:
-        return float(self.params.get(malfunction, {}).get(name, default))
+    def param(self, malfunction: str, name: str) -> float:
+        return float(self.params[malfunction][name])
 
     @property
     def start_round(self) -> int:
         """The first round that malfunctions (earlier rounds are clean)."""
-        return int(self.params.get(START_ROUND, 0))
+        return int(self.params[START_ROUND])
 
 
 Malfunction = Callable[[torch.Tensor, MalfunctionContext], tuple[torch.Tensor, str]]
@@ -58,7 +59,6 @@ register_malfunction = _MALFUNCTIONS.register
 malfunction_names = _MALFUNCTIONS.names
 START_ROUND = "start_round"
 BASIC = ("ana", "sfa", "random")
-ANA_DEFAULT_SCALE = 120.5  # FEMNIST in LIGHTYEAR v1, appendix B
 
 
 def get_malfunction(name: str) -> Malfunction:
@@ -83,7 +83,7 @@ def no_malfunction(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch
 def additive_noise(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor, str]:
     generator = torch_generator(ctx.seed, "malfunction/ana", ctx.round, ctx.client)
     eps = torch.randn(vector.shape, generator=generator, dtype=torch.float32)
-    scale = ctx.param("ana", "scale", ANA_DEFAULT_SCALE)
+    scale = ctx.param("ana", "scale")
     return vector * (1.0 + (scale / 100.0) * eps.to(vector.device)), "ana"
 
 
@@ -148,7 +148,7 @@ class MalfunctionPlan:
         """From the cell's malfunction name and ``malfunction_params`` (placement + params)."""
         apply = get_malfunction(name)
         params = dict(settings)
-        placement = str(params.pop("placement", "first"))
+        placement = str(params.pop("placement"))
         positions = malicious_clients(len(federation), k, placement, seed)
         malicious = [federation[i] for i in positions]
         if name == "none" and malicious:

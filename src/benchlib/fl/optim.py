@@ -3,33 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
 
 from benchlib.errors import BenchlibError
+from benchlib.settings import TrainingSettings
 
-OptimizerBuilder = Callable[[list[nn.Parameter], dict[str, Any]], torch.optim.Optimizer]
+OptimizerBuilder = Callable[[list[nn.Parameter], TrainingSettings], torch.optim.Optimizer]
 
 _OPTIMIZERS: dict[str, OptimizerBuilder] = {
-    "adam": lambda params, cfg: torch.optim.Adam(
-        params, lr=cfg["lr"], weight_decay=cfg.get("weight_decay", 0.0)
-    ),
+    "adam": lambda params, cfg: torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay),
     "sgd": lambda params, cfg: torch.optim.SGD(
-        params,
-        lr=cfg["lr"],
-        momentum=cfg.get("momentum", 0.0),
-        weight_decay=cfg.get("weight_decay", 0.0),
+        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
     ),
 }
 
 _LOSSES: dict[str, Callable[[], nn.Module]] = {"cross_entropy": nn.CrossEntropyLoss}
 
 
-def build_optimizer(params: list[nn.Parameter], training: dict[str, Any]) -> torch.optim.Optimizer:
-    """The optimizer named by ``training['optimizer']``."""
-    name = training["optimizer"]
+def build_optimizer(
+    params: list[nn.Parameter], training: TrainingSettings
+) -> torch.optim.Optimizer:
+    """The optimizer named by ``training.optimizer``."""
+    name = training.optimizer
     if name not in _OPTIMIZERS:
         raise BenchlibError(f"unknown optimizer {name!r}; choose one of: {sorted(_OPTIMIZERS)}")
     return _OPTIMIZERS[name](params, training)

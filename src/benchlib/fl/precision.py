@@ -15,25 +15,12 @@ around the methods' aggregation arithmetic, so ``weights @ vectors`` stays float
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import torch
 
-from benchlib.errors import require
-
 PRECISIONS = ("fp32", "tf32", "bf16")
-
-
-def precision_of(training: Mapping[str, Any]) -> str:
-    """The cell's ``training.precision`` (default ``fp32``), checked."""
-    precision = str(training.get("precision", "fp32"))
-    require(
-        precision in PRECISIONS,
-        f"unknown training.precision {precision!r}: use one of {', '.join(PRECISIONS)}",
-    )
-    return precision
 
 
 @contextmanager

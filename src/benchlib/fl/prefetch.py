@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 import torch
@@ -36,17 +35,6 @@ THREAD_PREFIX = "benchlib-prefetch"
 
 Plan = Sequence[tuple[np.ndarray, int | None]]  # per step: (store rows, augmentation seed)
 _Loaded = tuple[torch.Tensor, torch.Tensor, torch.cuda.Event | None]  # x, y, copy done
-
-
-def prefetch_depth(training: Mapping[str, Any]) -> int:
-    """``training.prefetch`` (batches gathered ahead, 0 = off; default 2), checked."""
-    value = training.get("prefetch", DEFAULT_DEPTH)
-    require(
-        isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-        f"training.prefetch must be an integer >= 0 (batches gathered ahead of the training "
-        f"step; 0 turns prefetching off), got {value!r}",
-    )
-    return int(value)
 
 
 class Prefetcher:

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib.catalog import METHODS, check_params
+from benchlib.catalog import METHODS
 from benchlib.registry import Registry
 from benchlib.tasks.base import PeerScoring, Task
 
@@ -374,6 +374,6 @@ def get_method_class(name: str) -> type[Method]:
 
 
 def build_method(name: str, params: dict[str, Any]) -> Method:
-    """Instantiate method ``name`` with its config parameters (checked against the catalog)."""
-    check_params(f"method {name!r}", METHODS.get(name).params, params)
-    return get_method_class(name)(**params)
+    """Instantiate method ``name`` with its config parameters (checked against the catalog's
+    declaration, every default filled)."""
+    return get_method_class(name)(**METHODS.get(name).params.resolve(f"method {name!r}", params))

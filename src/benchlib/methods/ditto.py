@@ -57,7 +57,7 @@ class Ditto(FedAvg):
         assert training.make_optimizer is not None
         optimizer = training.make_optimizer(model)
         saved = self.optimizer_states[client]
-        if saved is not None and training.training.get("persist_optimizer", True):
+        if saved is not None and training.training.persist_optimizer:
             optimizer.load_state_dict(saved)
         hook = proximal_hook(model, anchor, training.layout, self.lam)
         training.train(client, model=model, optimizer=optimizer, loss_hook=hook, stream="ditto")

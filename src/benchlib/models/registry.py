@@ -1,9 +1,10 @@
 """Models by name. Each builder takes (num_outputs, input_shape, **params) -> nn.Module.
 
-Names and the module that registers each are listed in :data:`benchlib.catalog.MODELS`; the
-module is imported the first time its model is built. ``input_shape`` is ``(C, H, W)`` for
-images and ``(F,)`` for tabular rows; ``num_outputs`` is the class count (classification,
-segmentation: classes incl. background) or the target dimension (regression).
+Names, the module that registers each and their parameters are declared in
+:data:`benchlib.catalog.MODELS`; the module is imported the first time its model is built, and
+the builder receives every declared parameter (defaults filled). ``input_shape`` is
+``(C, H, W)`` for images and ``(F,)`` for tabular rows; ``num_outputs`` is the class count
+(classification, segmentation: classes incl. background) or the target dimension (regression).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 from torch import nn
 
 from benchlib.catalog import MODELS
-from benchlib.errors import BenchlibError
 from benchlib.registry import Registry
 
 ModelBuilder = Callable[..., nn.Module]
@@ -31,9 +31,7 @@ def build_model(
     name: str, num_outputs: int, input_shape: tuple[int, ...], params: dict[str, Any] | None = None
 ) -> nn.Module:
     """Build model ``name`` for ``num_outputs`` outputs and inputs of ``input_shape``."""
-    importlib.import_module(f"benchlib.models.{MODELS.get(name)}")
-    builder = _BUILDERS.get(name)
-    try:
-        return builder(num_outputs, tuple(input_shape), **(params or {}))
-    except TypeError as exc:
-        raise BenchlibError(f"model {name!r}: bad parameters {params} ({exc})") from exc
+    entry = MODELS.get(name)
+    importlib.import_module(f"benchlib.models.{entry.module}")
+    resolved = entry.params.resolve(f"model {name!r} params", params)
+    return _BUILDERS.get(name)(num_outputs, tuple(input_shape), **resolved)

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib.catalog import TASKS, TaskEntry, check_params
+from benchlib.catalog import TASKS, TaskEntry, loss_settings
 from benchlib.errors import BenchlibError
 from benchlib.registry import Registry, import_submodules
 
@@ -83,14 +83,7 @@ class Task:
         ``train_labels`` (the pooled training labels of the cell) and ``num_classes`` let a task
         derive parameters from the data (classification: ``alpha: inverse_train_frequency``).
         """
-        name = name or self.entry.default_loss
-        if name not in self.entry.losses:
-            raise BenchlibError(
-                f"task {self.name} has no loss {name!r}; choose one of: "
-                f"{', '.join(sorted(self.entry.losses))}"
-            )
-        params = dict(params or {})
-        check_params(f"loss {name!r}", self.entry.losses[name], params)
+        name, params = loss_settings("", self.name, name, params)
         return self.losses[name](**self.data_loss_params(params, train_labels, num_classes))
 
     def data_loss_params(

@@ -32,12 +32,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.data.download import RemoteFile, fetch_source_file, register_remote_files
+from benchlib.data.download import (
+    RemoteFile,
+    download_params,
+    fetch_source_file,
+    register_remote_files,
+)
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
+from benchlib.params import Param, Params
 
 LOG = logging.getLogger("benchlib")
 ARCHIVE = "camelyon17_v1.0.tar.gz"
@@ -45,7 +51,6 @@ URL = (
     "https://worksheets.codalab.org/rest/bundles/0xe45e15f39fb54e9d9e919556af67aabe/contents/blob/"
 )
 ARCHIVE_BYTES = 10_658_709_504
-NUM_PATCHES = 455_954
 SIDE = 96
 METADATA_COLUMNS = ["patient", "node", "x_coord", "y_coord", "tumor", "slide", "center", "split"]
 WILDS_VAL_CENTER, WILDS_TEST_CENTER = 1, 2
@@ -206,7 +211,7 @@ def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path) -> bytes
 def prepare_camelyon17(out_dir: Path, params: dict[str, Any]) -> None:
     """Fetch (or re-check) the WILDS archive, verify it and decode every patch into the store."""
     remote, archive = fetch_source_file("camelyon17", ARCHIVE, params)
-    expected = int(params.get("num_patches", NUM_PATCHES))
+    expected = int(params["num_patches"])
     table = None
     for inner, member, tar in _members(archive):  # pass 1: metadata.csv (may come last)
         if inner == "metadata.csv":
@@ -232,7 +237,6 @@ def prepare_camelyon17(out_dir: Path, params: dict[str, Any]) -> None:
 
 def prepare_camelyon17_local(out_dir: Path, params: dict[str, Any]) -> None:
     """Build the store from an extracted ``camelyon17_v1.0`` folder."""
-    require("path" in params, "camelyon17_local needs params.path: the camelyon17_v1.0 folder")
     root = resolve_input_path(params["path"], "camelyon17_local params.path")
     if not (root / "metadata.csv").is_file() and (root / "camelyon17_v1.0").is_dir():
         root = root / "camelyon17_v1.0"
@@ -240,7 +244,7 @@ def prepare_camelyon17_local(out_dir: Path, params: dict[str, Any]) -> None:
         (root / "metadata.csv").is_file(),
         f"{root} has no metadata.csv; point params.path at the extracted camelyon17_v1.0 folder",
     )
-    expected = int(params.get("num_patches", NUM_PATCHES))
+    expected = int(params["num_patches"])
     table = read_metadata(root / "metadata.csv", str(root / "metadata.csv"), expected)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.", dir=out_dir.parent) as tmp:
@@ -254,17 +258,37 @@ def prepare_camelyon17_local(out_dir: Path, params: dict[str, Any]) -> None:
         write_camelyon_store(out_dir, table, patches.pixels, sources)
 
 
-register_remote_files(
-    "camelyon17", [RemoteFile(ARCHIVE, URL, "", size=ARCHIVE_BYTES, pinned=False)]
+FILES = (RemoteFile(ARCHIVE, URL, "", size=ARCHIVE_BYTES, pinned=False),)
+NUM_PATCHES_PARAM = Param(
+    {"type": "integer", "minimum": 1},
+    455_954,
+    "rows metadata.csv must have (WILDS v1.0; fewer for a deliberate subset)",
 )
-for _name, _prepare, _what in (
-    ("camelyon17", prepare_camelyon17, "the WILDS v1.0 archive (download)"),
-    ("camelyon17_local", prepare_camelyon17_local, "an extracted WILDS v1.0 folder"),
+PATH_PARAM = Param(
+    {"type": "string"},
+    description="the extracted camelyon17_v1.0 folder (or its parent)",
+    required=True,
+)
+register_remote_files("camelyon17", FILES)
+for _name, _build, _what, _params in (
+    (
+        "camelyon17",
+        prepare_camelyon17,
+        "the WILDS v1.0 archive (download)",
+        {**download_params(FILES), "num_patches": NUM_PATCHES_PARAM},
+    ),
+    (
+        "camelyon17_local",
+        prepare_camelyon17_local,
+        "an extracted WILDS v1.0 folder",
+        {"path": PATH_PARAM, "num_patches": NUM_PATCHES_PARAM},
+    ),
 ):
     register_dataset(
         DatasetSource(
             name=_name,
-            prepare=_prepare,
+            build=_build,
+            params=Params(_params),
             num_classes=2,
             image_shape=(3, SIDE, SIDE),
             description=f"Camelyon17-WILDS (96x96 patches, 5 hospitals) from {_what}",

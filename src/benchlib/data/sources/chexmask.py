@@ -27,13 +27,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.data.download import RemoteFile, fetch_with_params
+from benchlib.data.download import RemoteFile, download_params, fetch_with_params
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
-from benchlib.data.seg_images import DEFAULT_SIZE, LOG, image_size, read_grey, resize_pair
+from benchlib.data.seg_images import (
+    DEFAULT_SIZE,
+    LOG,
+    SIZE_PARAM,
+    image_size,
+    read_grey,
+    resize_pair,
+)
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
+from benchlib.params import Param, Params
 from benchlib.seeding import numpy_rng
 
 MIMIC_PAGE = "https://physionet.org/content/mimic-cxr-jpg/2.1.0/"
@@ -84,7 +92,7 @@ def _chexmask_csv(out_dir: Path, params: dict[str, Any]) -> tuple[Path, str]:
     )
     remote = RemoteFile(
         CSV_NAME,
-        str(params.get("chexmask_url", CHEXMASK_URL)),
+        str(params.get("chexmask_url", CHEXMASK_URL)),  # unset: PhysioNet's file
         str(params["chexmask_sha256"]).lower(),
         url_param="chexmask_url",
         sha256_param="chexmask_sha256",
@@ -111,8 +119,8 @@ def select_rows(path: Path, params: dict[str, Any]) -> pd.DataFrame:
     missing = [c for c in needed if c not in header] + ([] if id_column else ["dicom_id"])
     require(not missing, f"{path} lacks columns {missing}; is it CheXmask's MIMIC-CXR-JPG CSV?")
     assert id_column is not None
-    min_rca = float(params.get("min_rca", 0.7))
-    num_images = int(params.get("num_images", 200))
+    min_rca = float(params["min_rca"])
+    num_images = int(params["num_images"])
     quality = _read_csv(path, usecols=[id_column, QUALITY], dtype={id_column: str})
     good = quality.loc[pd.to_numeric(quality[QUALITY], errors="coerce") >= min_rca, id_column]
     good = good.sort_values(kind="stable").drop_duplicates().reset_index(drop=True)
@@ -121,7 +129,7 @@ def select_rows(path: Path, params: dict[str, Any]) -> pd.DataFrame:
         f"{path} has only {len(good)} images with {QUALITY} >= {min_rca}; lower "
         "params.num_images or params.min_rca",
     )
-    order = numpy_rng(int(params.get("seed", 0)), "chexmask/select").permutation(len(good))
+    order = numpy_rng(int(params["seed"]), "chexmask/select").permutation(len(good))
     chosen = set(good.iloc[np.sort(order[:num_images])])
     columns = [id_column, *LUNGS, "Height", "Width"]
     parts = []
@@ -168,7 +176,7 @@ def mimic_images(root: Path, image_ids: list[str]) -> dict[str, Path]:
 
 def prepare_chexmask(out_dir: Path, params: dict[str, Any]) -> None:
     """Select CheXmask rows, read their MIMIC images, decode the lungs, store at 64x64."""
-    require(
+    require(  # path is unset until the user has the data (check_local_copy says so first)
         "path" in params,
         f"chexmask_mimic needs params.path: your local MIMIC-CXR-JPG copy ({MIMIC_PAGE})",
     )
@@ -213,21 +221,51 @@ def prepare_chexmask(out_dir: Path, params: dict[str, Any]) -> None:
         task="segmentation",
         extra={
             "foreground": "both lungs",
-            "min_rca": float(params.get("min_rca", 0.7)),
+            "min_rca": float(params["min_rca"]),
             "subjects": int(index["group"].nunique()),
             "foreground_fraction": round(float(masks.mean()), 6),
         },
     )
 
 
+# the CheXmask CSV's URL / sha256 overrides, retries and timeout (no download_dir: it is not
+# one of the workflow's registered downloads, :func:`_chexmask_csv` picks its folder)
+_DOWNLOAD = download_params(
+    [RemoteFile(CSV_NAME, CHEXMASK_URL, "", "chexmask_url", "chexmask_sha256", pinned=False)]
+)
+del _DOWNLOAD["download_dir"]
 register_dataset(
     DatasetSource(
         name="chexmask_mimic",
-        prepare=prepare_chexmask,
+        build=prepare_chexmask,
         num_classes=2,
         image_shape=(1, DEFAULT_SIZE, DEFAULT_SIZE),
         task="segmentation",
         description="MIMIC-CXR-JPG chest X-rays (bring your own) with CheXmask lung masks",
         access_page=MIMIC_PAGE,
+        params=Params(
+            {
+                # unset until the user has the data: a missing copy stops the prepare step
+                "path": Param(
+                    {"type": "string"},
+                    description=f"your local MIMIC-CXR-JPG copy ({FOLDER_CONTENTS})",
+                ),
+                "chexmask_csv": Param(
+                    {"type": "string"},
+                    description=f"a local CheXmask OriginalResolution/{CSV_NAME} (else download)",
+                ),
+                **_DOWNLOAD,
+                "min_rca": Param(
+                    {"type": "number", "minimum": 0, "maximum": 1},
+                    0.7,
+                    f"least {QUALITY} of a kept row (CheXmask's recommendation)",
+                ),
+                "num_images": Param(
+                    {"type": "integer", "minimum": 1}, 200, "images drawn from the kept rows"
+                ),
+                "seed": Param({"type": "integer"}, 0, "seed of the image draw"),
+                "size": SIZE_PARAM,
+            }
+        ),
     )
 )

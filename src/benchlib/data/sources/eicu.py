@@ -25,6 +25,7 @@ from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import require
 from benchlib.io import sha256_file
+from benchlib.params import Param, Params
 
 ACCESS = "https://physionet.org/content/eicu-crd/2.0/"
 REGIONS = ("MIDWEST", "NORTHEAST", "SOUTH", "WEST")
@@ -34,7 +35,7 @@ def prepare_eicu(out_dir: Path, params: dict[str, Any]) -> None:
     """Read the user's per-stay CSV, check its columns, write a tabular classification store."""
     path = resolve_input_path(params["path"], "eicu params.path")
     table = pd.read_csv(path)
-    target = str(params.get("target", "hospital_mortality"))
+    target = str(params["target"])
     missing = [c for c in ("hospitalid", "region", target) if c not in table]
     require(not missing, f"{path}: no columns {missing}; the eICU CSV needs hospitalid, region "
             f"and the target (params.target)")  # fmt: skip
@@ -45,7 +46,7 @@ def prepare_eicu(out_dir: Path, params: dict[str, Any]) -> None:
         set(np.unique(labels).tolist()) <= {0, 1},
         f"{path}: target {target} must be 0/1 (1 = died in hospital)",
     )
-    features = params.get("features") or [
+    features = params.get("features") or [  # unset: every other numeric column
         c
         for c in table.select_dtypes("number").columns
         if c not in (target, "hospitalid", "patientunitstayid")
@@ -84,10 +85,26 @@ def prepare_eicu(out_dir: Path, params: dict[str, Any]) -> None:
 register_dataset(
     DatasetSource(
         name="eicu",
-        prepare=prepare_eicu,
+        build=prepare_eicu,
         num_classes=2,
         image_shape=(),
         description="eICU in-hospital mortality per hospital (TFL Table 2), bring your own",
         access_page=ACCESS,
+        params=Params(
+            {
+                # unset until the user has the data: a missing copy stops the prepare step
+                "path": Param(
+                    {"type": "string"},
+                    description="your per-stay CSV (hospitalid, region, target, features)",
+                ),
+                "target": Param(
+                    {"type": "string"}, "hospital_mortality", "the 0/1 target column (1 = died)"
+                ),
+                "features": Param(
+                    {"type": "array", "items": {"type": "string"}},
+                    description="feature columns (default: every other numeric column)",
+                ),
+            }
+        ),
     )
 )

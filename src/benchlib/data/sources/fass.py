@@ -26,12 +26,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.data.download import RemoteFile, fetch_source_file, register_remote_files
+from benchlib.data.download import (
+    RemoteFile,
+    download_params,
+    fetch_source_file,
+    register_remote_files,
+)
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.safe_pickle import load_npy
-from benchlib.data.seg_images import DEFAULT_SIZE, LOG, image_size, read_grey, resize_pair
+from benchlib.data.seg_images import (
+    DEFAULT_SIZE,
+    LOG,
+    SIZE_PARAM,
+    image_size,
+    read_grey,
+    resize_pair,
+)
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
+from benchlib.params import Params
 
 FASS_ARCHIVE = "fass.zip"
 FASS_URL = (
@@ -167,11 +180,13 @@ def _read_members(
     return pixels, masks, patients
 
 
-register_remote_files("fass", [RemoteFile(FASS_ARCHIVE, FASS_URL, FASS_SHA256)])
+FILES = (RemoteFile(FASS_ARCHIVE, FASS_URL, FASS_SHA256),)
+register_remote_files("fass", FILES)
 register_dataset(
     DatasetSource(
         name="fass",
-        prepare=prepare_fass,
+        build=prepare_fass,
+        params=Params({**download_params(FILES), "size": SIZE_PARAM}),
         num_classes=2,
         image_shape=(1, DEFAULT_SIZE, DEFAULT_SIZE),
         task="segmentation",

@@ -31,12 +31,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.data.download import RemoteFile, fetch_source_file, register_remote_files
+from benchlib.data.download import (
+    RemoteFile,
+    download_params,
+    fetch_source_file,
+    register_remote_files,
+)
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
+from benchlib.params import Param, Params
 
 NUM_CLASSES = 62
 SIDE = 28
@@ -229,10 +235,6 @@ def read_leaf_json(path: Path) -> dict[str, tuple[list, list]]:
 
 def prepare_femnist_leaf(out_dir: Path, params: dict[str, Any]) -> None:
     """Import a LEAF FEMNIST JSON directory into the store (one ``shard`` per LEAF file pair)."""
-    require(
-        "path" in params,
-        "femnist_leaf needs params.path: the LEAF data directory with train/ and test/ folders",
-    )
     root = resolve_input_path(params["path"], "femnist_leaf params.path")
     shards = leaf_shard_files(root)
     hashes: dict[str, str] = {}
@@ -341,11 +343,22 @@ def prepare_femnist_tff(out_dir: Path, params: dict[str, Any]) -> None:
     )
 
 
-register_remote_files("femnist_tff", [RemoteFile(TFF_ARCHIVE, TFF_URL, TFF_SHA256)])
+TFF_FILES = (RemoteFile(TFF_ARCHIVE, TFF_URL, TFF_SHA256),)
+register_remote_files("femnist_tff", TFF_FILES)
 register_dataset(
     DatasetSource(
         name="femnist_leaf",
-        prepare=prepare_femnist_leaf,
+        build=prepare_femnist_leaf,
+        params=Params(
+            {
+                "path": Param(
+                    {"type": "string"},
+                    description="the LEAF data directory with train/ and test/ folders "
+                    "(LEAF's data/femnist/data)",
+                    required=True,
+                )
+            }
+        ),
         num_classes=NUM_CLASSES,
         image_shape=(1, SIDE, SIDE),
         description="FEMNIST from a local LEAF JSON directory (writers grouped in LEAF shards)",
@@ -354,7 +367,8 @@ register_dataset(
 register_dataset(
     DatasetSource(
         name="femnist_tff",
-        prepare=prepare_femnist_tff,
+        build=prepare_femnist_tff,
+        params=Params(download_params(TFF_FILES)),
         num_classes=NUM_CLASSES,
         image_shape=(1, SIDE, SIDE),
         description="FEMNIST from TensorFlow Federated's fed_emnist.tar.bz2 (3,400 writers)",

@@ -46,6 +46,7 @@ from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.seg_images import LOG, check_sha256sums
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
+from benchlib.params import Param, Params
 from benchlib.seeding import numpy_rng
 
 ACCESS = "https://www.synapse.org/#!Synapse:syn28546456/wiki/617093"
@@ -82,15 +83,15 @@ class FetsOptions:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> FetsOptions:
-        modalities = tuple(params.get("modalities", MODALITIES))
+        modalities = tuple(params["modalities"])
         unknown = sorted(set(modalities) - set(MODALITIES))
         require(
             bool(modalities) and not unknown and len(set(modalities)) == len(modalities),
             f"fets params.modalities {list(modalities)}: give distinct names from {MODALITIES}",
         )
-        labels = str(params.get("labels", "subregions"))
+        labels = str(params["labels"])
         require(labels in LABEL_SETS, f"fets params.labels must be one of {sorted(LABEL_SETS)}")
-        size = params.get("size", DEFAULT_SIZE)
+        size = params["size"]
         require(
             isinstance(size, int) and 8 <= size <= 512, "fets params.size must be 8..512 pixels"
         )
@@ -98,10 +99,10 @@ class FetsOptions:
             modalities=modalities,
             labels=labels,
             size=int(size),
-            min_tumor_pixels=int(params.get("min_tumor_pixels", 1)),
-            slice_step=int(params.get("slice_step", 1)),
-            test=float(params.get("test", 0.2)),
-            seed=int(params.get("seed", 0)),
+            min_tumor_pixels=int(params["min_tumor_pixels"]),
+            slice_step=int(params["slice_step"]),
+            test=float(params["test"]),
+            seed=int(params["seed"]),
         )
         require(options.min_tumor_pixels >= 0, "fets params.min_tumor_pixels must be >= 0")
         require(options.slice_step >= 1, "fets params.slice_step must be >= 1")
@@ -293,7 +294,8 @@ def prepare_fets(out_dir: Path, params: dict[str, Any]) -> None:
 
     root = resolve_input_path(params["path"], "fets params.path")
     options = FetsOptions.from_params(params)
-    partitioning = str(params.get("partitioning", "partitioning_1.csv"))
+    partitioning = str(params["partitioning"])
+    # institutions is unset by default: every institution
     table = read_partitioning(root, partitioning, params.get("institutions"))
     paths = {
         s: {k: subject_file(root, s, k) for k in (*options.modalities, "seg")}
@@ -358,12 +360,58 @@ def prepare_fets(out_dir: Path, params: dict[str, Any]) -> None:
 register_dataset(
     DatasetSource(
         name="fets",
-        prepare=prepare_fets,
+        build=prepare_fets,
         num_classes=len(CLASS_NAMES["subregions"]),
         image_shape=(len(MODALITIES), DEFAULT_SIZE, DEFAULT_SIZE),
         task="segmentation",
         description="FeTS 2022 brain-tumour MRI, axial tumour slices per institution (TFL Table 3)",
-        defaults={"partitioning": "partitioning_1.csv", "labels": "subregions"},
+        params=Params(
+            {
+                # unset until the user has the data: a missing copy stops the prepare step
+                "path": Param({"type": "string"}, description=f"your local copy: {LAYOUT}"),
+                "partitioning": Param(
+                    {"type": "string"},
+                    "partitioning_1.csv",
+                    "the partitioning CSV (partitioning_2.csv splits large institutions)",
+                ),
+                "institutions": Param(
+                    {"type": "array", "items": {"type": ["integer", "string"]}},
+                    description="Partition_IDs to keep (default: every institution)",
+                ),
+                "modalities": Param(
+                    {
+                        "type": "array",
+                        "items": {"enum": list(MODALITIES)},
+                        "minItems": 1,
+                        "uniqueItems": True,
+                    },
+                    list(MODALITIES),
+                    "the image channels, in order",
+                ),
+                "labels": Param(
+                    {"enum": sorted(LABEL_SETS)},
+                    "subregions",
+                    "mask classes: BraTS subregions, or whole tumour vs background",
+                ),
+                "size": Param(
+                    {"type": "integer", "minimum": 8, "maximum": 512},
+                    DEFAULT_SIZE,
+                    "side length of the square slices (px)",
+                ),
+                "min_tumor_pixels": Param(
+                    {"type": "integer", "minimum": 0}, 1, "least tumour voxels of a kept slice"
+                ),
+                "slice_step": Param(
+                    {"type": "integer", "minimum": 1}, 1, "keep every n-th tumour slice"
+                ),
+                "test": Param(
+                    {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                    0.2,
+                    "share of each institution's subjects in source_split test",
+                ),
+                "seed": Param({"type": "integer"}, 0, "seed of the test-subject draw"),
+            }
+        ),
         access_page=f"{ACCESS} (expected: {LAYOUT})",
     )
 )

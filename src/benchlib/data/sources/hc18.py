@@ -24,6 +24,7 @@ from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.seg_images import (
     DEFAULT_SIZE,
     LOG,
+    SIZE_PARAM,
     check_sha256sums,
     hash_files,
     image_size,
@@ -32,8 +33,8 @@ from benchlib.data.seg_images import (
 )
 from benchlib.data.store import write_store
 from benchlib.errors import require
+from benchlib.params import Param, Params
 
-DEFAULT_PATH = "../shared/data/fetal_hc18_sample"
 IMAGE_NAME = re.compile(r"^(\d+)_(\d*)HC\.png$")
 
 
@@ -76,7 +77,7 @@ def hc18_pairs(root: Path) -> list[tuple[str, str, Path, Path]]:
 
 def prepare_hc18(out_dir: Path, params: dict[str, Any]) -> None:
     """Read, fill, resize and store every HC18 image with its head mask."""
-    root = resolve_input_path(params.get("path", DEFAULT_PATH), "hc18 params.path")
+    root = resolve_input_path(params["path"], "hc18 params.path")
     size = image_size(params, "hc18")
     pairs = hc18_pairs(root)
     hashes = hash_files(root, [p for _, _, image, ann in pairs for p in (image, ann)])
@@ -120,11 +121,20 @@ def prepare_hc18(out_dir: Path, params: dict[str, Any]) -> None:
 register_dataset(
     DatasetSource(
         name="hc18",
-        prepare=prepare_hc18,
+        build=prepare_hc18,
         num_classes=2,
         image_shape=(1, DEFAULT_SIZE, DEFAULT_SIZE),
         task="segmentation",
         description="HC18 fetal head ultrasound sample, filled head outlines (FASS substitute)",
-        defaults={"path": DEFAULT_PATH},
+        params=Params(
+            {
+                "path": Param(
+                    {"type": "string"},
+                    "../shared/data/fetal_hc18_sample",
+                    "the HC18 folder (training_set/NNN_HC.png with NNN_HC_Annotation.png)",
+                ),
+                "size": SIZE_PARAM,
+            }
+        ),
     )
 )

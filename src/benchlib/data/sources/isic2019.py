@@ -33,18 +33,23 @@ import numpy as np
 import pandas as pd
 
 from benchlib.data.colour_constancy import preprocess_dermoscopy
-from benchlib.data.download import RemoteFile, fetch_source_file, register_remote_files
+from benchlib.data.download import (
+    RemoteFile,
+    download_params,
+    fetch_source_file,
+    register_remote_files,
+)
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
+from benchlib.params import Param, Params
 
 LOG = logging.getLogger("benchlib")
 CLASSES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")
 NUM_CLASSES = len(CLASSES)
 SIDE = 224
-ARCHIVE_IMAGES = 25_331
 SPLIT_ROWS = 23_247
 ACCESS = "https://challenge.isic-archive.com/data/#2019"
 
@@ -195,8 +200,8 @@ def build_store(
     sources: list[dict[str, str]],
 ) -> None:
     """Preprocess the split's images (sorted by name) into one store, written atomically."""
-    side = int(params.get("side", SIDE))
-    store_side = int(params.get("store_side", side))
+    side = int(params["side"])
+    store_side = int(params.get("store_side", side))  # unset: the same as side
     split = split.sort_values("image", kind="stable").reset_index(drop=True)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.", dir=out_dir.parent) as tmp:
@@ -245,8 +250,8 @@ def prepare_isic2019(out_dir: Path, params: dict[str, Any]) -> None:
     for name in (SPLIT_FILE, LABELS_CSV, METADATA_CSV, IMAGES_ZIP):
         remote, paths[name] = fetch_source_file("isic2019", name, params)
         sources.append({"name": remote.url, "sha256": remote.sha256 or sha256_file(paths[name])})
-    expected = int(params.get("archive_images", ARCHIVE_IMAGES))
-    split = read_split(paths[SPLIT_FILE], int(params.get("split_rows", SPLIT_ROWS)))
+    expected = int(params["archive_images"])
+    split = read_split(paths[SPLIT_FILE], int(params["split_rows"]))
     labels = read_csv(paths[LABELS_CSV], "ground truth", ["image", *CLASSES, "UNK"])
     metadata = read_csv(paths[METADATA_CSV], "metadata", ["image", "lesion_id"])
     fix = "the download is incomplete or not the ISIC 2019 release: delete it and download again"
@@ -294,19 +299,18 @@ def _first_existing(root: Path, names: tuple[str, ...], what: str) -> Path:
 
 def prepare_isic2019_local(out_dir: Path, params: dict[str, Any]) -> None:
     """Build the store from a local folder holding the images and FLamby's split file."""
-    require("path" in params, "isic2019_local needs params.path: the folder with the images")
     root = resolve_input_path(params["path"], "isic2019_local params.path")
     split_path = _first_existing(root, LOCAL_SPLIT_NAMES, "FLamby split file")
     folder = _first_existing(root, IMAGE_FOLDERS, "image folder")
     split_sha256 = sha256_file(split_path)
-    pinned = str(params.get("split_sha256", SPLIT_SHA256)).lower()
+    pinned = str(params["split_sha256"]).lower()
     require(
         split_sha256 == pinned,
         f"{split_path} has sha256 {split_sha256}, expected {pinned} (FLamby commit "
         f"{FLAMBY_COMMIT[:8]}); restore the file or fix params.split_sha256",
     )
     verify_sha256sums(root)
-    split = read_split(split_path, int(params.get("split_rows", SPLIT_ROWS)))
+    split = read_split(split_path, int(params["split_rows"]))
     for name, columns, check in (
         (LABELS_CSV, ["image", *CLASSES, "UNK"], check_ground_truth),
         (METADATA_CSV, ["image", "lesion_id"], check_metadata),
@@ -315,7 +319,7 @@ def prepare_isic2019_local(out_dir: Path, params: dict[str, Any]) -> None:
             check(read_csv(root / name, name, columns), split, root / name)
     images = FolderImages(folder)
     present = split[split["image"].isin(set(images.members))]
-    wanted = int(params.get("num_images", SPLIT_ROWS))
+    wanted = int(params["num_images"])
     if wanted == len(split):
         missing = sorted(set(split["image"]) - set(images.members))
         if missing:
@@ -333,38 +337,71 @@ def prepare_isic2019_local(out_dir: Path, params: dict[str, Any]) -> None:
     build_store(out_dir, present, images.open, params, sources)
 
 
-register_remote_files(
-    "isic2019",
-    [
-        RemoteFile(SPLIT_FILE, SPLIT_URL, SPLIT_SHA256, "split_url", "split_sha256"),
-        RemoteFile(
-            LABELS_CSV, f"{BASE}/{LABELS_CSV}", "", "labels_url", "labels_sha256", pinned=False
-        ),
-        RemoteFile(
-            METADATA_CSV,
-            f"{BASE}/{METADATA_CSV}",
-            "",
-            "metadata_url",
-            "metadata_sha256",
-            pinned=False,
-        ),
-        RemoteFile(
-            IMAGES_ZIP, f"{BASE}/{IMAGES_ZIP}", "", "images_url", "images_sha256", pinned=False
-        ),
-    ],
+FILES = (
+    RemoteFile(SPLIT_FILE, SPLIT_URL, SPLIT_SHA256, "split_url", "split_sha256"),
+    RemoteFile(LABELS_CSV, f"{BASE}/{LABELS_CSV}", "", "labels_url", "labels_sha256", pinned=False),
+    RemoteFile(
+        METADATA_CSV, f"{BASE}/{METADATA_CSV}", "", "metadata_url", "metadata_sha256", pinned=False
+    ),
+    RemoteFile(IMAGES_ZIP, f"{BASE}/{IMAGES_ZIP}", "", "images_url", "images_sha256", pinned=False),
 )
-for _name, _prepare, _what in (
-    ("isic2019", prepare_isic2019, "the ISIC 2019 challenge files + FLamby's split (download)"),
+register_remote_files("isic2019", FILES)
+_STORE = {  # both sources
+    "split_rows": Param(
+        {"type": "integer", "minimum": 1}, SPLIT_ROWS, "rows FLamby's split file must have"
+    ),
+    "side": Param({"type": "integer", "minimum": 1}, SIDE, "shorter image side after resizing"),
+    "store_side": Param(
+        {"type": "integer", "minimum": 1},
+        description="side of the stored centre crop / pad (default: side)",
+    ),
+}
+_DOWNLOAD = {
+    **download_params(FILES),
+    "archive_images": Param(
+        {"type": "integer", "minimum": 1},
+        25_331,
+        "images (and CSV rows) the ISIC 2019 release must have",
+    ),
+    **_STORE,
+}
+_LOCAL = {
+    "path": Param(
+        {"type": "string"},
+        description="the folder with the images and FLamby's split file",
+        required=True,
+    ),
+    "split_sha256": Param(
+        {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"},
+        SPLIT_SHA256,
+        f"sha256 the split file must have (FLamby commit {FLAMBY_COMMIT[:8]})",
+    ),
+    "num_images": Param(
+        {"type": "integer", "minimum": 1},
+        SPLIT_ROWS,
+        "split images the folder must hold (fewer for a deliberate subset)",
+    ),
+    **_STORE,
+}
+for _name, _build, _what, _params in (
+    (
+        "isic2019",
+        prepare_isic2019,
+        "the ISIC 2019 challenge files + FLamby's split (download)",
+        _DOWNLOAD,
+    ),
     (
         "isic2019_local",
         prepare_isic2019_local,
         "a local folder of ISIC 2019 images + FLamby's split",
+        _LOCAL,
     ),
 ):
     register_dataset(
         DatasetSource(
             name=_name,
-            prepare=_prepare,
+            build=_build,
+            params=Params(_params),
             num_classes=NUM_CLASSES,
             image_shape=(3, SIDE, SIDE),
             description=f"Fed-ISIC2019 (8 classes, 6 centres) from {_what}",

@@ -29,6 +29,7 @@ from benchlib.data.patches import extract_patches
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import require
+from benchlib.params import Param, Params
 
 VIEWS = ("SUR", "SEC", "MIX")
 SPLITS = ("train", "test")
@@ -90,10 +91,10 @@ def _read_mask(path: str) -> np.ndarray:
 
 def prepare_kidney_stones(out_dir: Path, params: dict[str, Any]) -> None:
     root = Path(params["path"]).expanduser()
-    view = str(params.get("view", "MIX"))
-    size = int(params.get("patch_size", 256))
+    view = str(params["view"])
+    size = int(params["patch_size"])
     images = list_images(root, view)
-    classes = list(params.get("classes") or sorted(images["class"].unique()))
+    classes = list(params.get("classes") or sorted(images["class"].unique()))  # unset: folders
     unknown = sorted(set(images["class"]) - set(classes))
     require(not unknown, f"kidney_stones: class folders {unknown} are not in params.classes")
     patches, rows = [], []
@@ -104,9 +105,9 @@ def prepare_kidney_stones(out_dir: Path, params: dict[str, Any]) -> None:
             image,
             mask,
             size=size,
-            max_overlap=int(params.get("max_overlap", 20)),
-            min_coverage=float(params.get("min_coverage", 0.9)),
-            whitened=bool(params.get("whiten", True)),
+            max_overlap=int(params["max_overlap"]),
+            min_coverage=float(params["min_coverage"]),
+            whitened=bool(params["whiten"]),
         )
         patches.append(cut)
         for top, left in corners:
@@ -141,11 +142,33 @@ def prepare_kidney_stones(out_dir: Path, params: dict[str, Any]) -> None:
 register_dataset(
     DatasetSource(
         name="kidney_stones",
-        prepare=prepare_kidney_stones,
+        build=prepare_kidney_stones,
         num_classes=6,
         image_shape=(3, 256, 256),
         description="FedAgain kidney-stone patches (SUR/SEC/MIX), bring your own",
-        defaults={"view": "MIX"},
+        params=Params(
+            {
+                # unset until the user has the data: a missing copy stops the prepare step
+                "path": Param({"type": "string"}, description=f"your local copy: {LAYOUT}"),
+                "view": Param(
+                    {"enum": list(VIEWS)}, "MIX", "sub-dataset (MIX: the MIX folder or SUR + SEC)"
+                ),
+                "classes": Param(
+                    {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                    description="class folder names in label order (default: the folders, sorted)",
+                ),
+                "patch_size": Param({"type": "integer", "minimum": 1}, 256, "patch side (px)"),
+                "max_overlap": Param(
+                    {"type": "integer", "minimum": 0}, 20, "most px two patches may overlap"
+                ),
+                "min_coverage": Param(
+                    {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                    0.9,
+                    "least fraction of a patch inside the stone mask",
+                ),
+                "whiten": Param({"type": "boolean"}, True, "per-channel whitening of each patch"),
+            }
+        ),
         access_page=ACCESS,
     )
 )

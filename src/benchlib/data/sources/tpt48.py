@@ -30,12 +30,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.data.download import RemoteFile, fetch, register_remote_files, remote_file
+from benchlib.data.download import (
+    RemoteFile,
+    download_params,
+    fetch_source_file,
+    register_remote_files,
+)
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
+from benchlib.params import Param, Params
 
 FILE = "month_temp_data.pkl"
 COMMIT = "21452a842d1de685efdcc0e751934c2df7abbfc6"
@@ -152,35 +158,46 @@ def write_tpt48(out_dir: Path, path: Path, source: str, sha256: str) -> None:
 
 def prepare_tpt48(out_dir: Path, params: dict[str, Any]) -> None:
     """Fetch (or re-check) the release file, then build the store."""
-    require(
-        "download_dir" in params,
-        "tpt48 needs params.download_dir (set by the workflow: results/downloads/<dataset>)",
-    )
-    remote = remote_file("tpt48", FILE, params)
-    path = fetch(remote, params["download_dir"], context="the dataset's params")
+    remote, path = fetch_source_file("tpt48", FILE, params)
     write_tpt48(out_dir, path, remote.url, remote.sha256)
 
 
 def prepare_tpt48_local(out_dir: Path, params: dict[str, Any]) -> None:
     """A local copy of the release file (``params.path``)."""
-    require("path" in params, f"tpt48_local needs params.path: a local copy of {FILE}")
     path = resolve_input_path(params["path"], "tpt48_local params.path")
     if path.is_dir():
         path = path / FILE
     if not path.is_file():
         raise BenchlibError(f"tpt48_local params.path: {path} is not a file; point it at {FILE}")
-    write_tpt48(out_dir, path, path.name, str(params.get("sha256", SHA256)).lower())
+    write_tpt48(out_dir, path, path.name, str(params["sha256"]).lower())
 
 
-register_remote_files("tpt48", [RemoteFile(FILE, URL, SHA256)])
-for _name, _prepare, _text in (
-    ("tpt48", prepare_tpt48, "TPT-48 state temperatures (download pinned by commit and sha256)"),
-    ("tpt48_local", prepare_tpt48_local, "TPT-48 state temperatures from a local copy"),
+FILES = (RemoteFile(FILE, URL, SHA256),)
+register_remote_files("tpt48", FILES)
+_LOCAL = {
+    "path": Param(
+        {"type": "string"}, description=f"a local copy of {FILE} (or its folder)", required=True
+    ),
+    "sha256": Param(
+        {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"},
+        SHA256,
+        "sha256 the local copy must have (the VDI release's)",
+    ),
+}
+for _name, _build, _text, _params in (
+    (
+        "tpt48",
+        prepare_tpt48,
+        "TPT-48 state temperatures (download pinned by commit and sha256)",
+        download_params(FILES),
+    ),
+    ("tpt48_local", prepare_tpt48_local, "TPT-48 state temperatures from a local copy", _LOCAL),
 ):
     register_dataset(
         DatasetSource(
             name=_name,
-            prepare=_prepare,
+            build=_build,
+            params=Params(_params),
             num_classes=1,
             image_shape=(),
             task="regression",

@@ -1,0 +1,177 @@
+"""One way to declare a parameter: its type, default and description, in one place.
+
+Every pluggable thing a config names - methods, models, dataset sources, partitioners,
+malfunctions, losses - declares its parameters as a :class:`Params` of :class:`Param` entries.
+The same declaration
+
+- checks a config's ``params`` block when the config loads (so a typo stops ``snakemake -n`` with
+  one line naming the key and the accepted ones),
+- fills in the defaults there (the code that runs a cell reads complete settings, never a
+  fallback), and
+- writes the parameter reference (``benchlib params``, docs/parameters.md).
+
+Torch-free: Snakemake imports it when it parses the workflow.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchlib.errors import BenchlibError
+
+
+class _Unset:
+    """The default of an optional parameter that is absent unless the config gives it."""
+
+    def __repr__(self) -> str:
+        return "unset"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: ``schema`` is a JSON-schema fragment for its value.
+
+    ``default`` is filled in when the config omits the parameter; :data:`UNSET` leaves it out
+    (an optional setting whose absence the code handles, e.g. a URL override), and
+    ``required=True`` makes the config give it.
+    """
+
+    schema: Mapping[str, Any]
+    default: Any = UNSET
+    description: str = ""
+    required: bool = False
+
+    def json_schema(self) -> dict[str, Any]:
+        """The value's schema with the description and default (JSON-schema annotations)."""
+        result = dict(self.schema)
+        if self.description:
+            result["description"] = self.description
+        if self.default is not UNSET:
+            result["default"] = _jsonable(self.default)
+        return result
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True)
+class Params(Mapping[str, Param]):
+    """The parameters of one pluggable thing, by name (an immutable mapping)."""
+
+    entries: Mapping[str, Param] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Param:
+        return self.entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def defaults(self) -> dict[str, Any]:
+        """Every parameter that has a default -> a fresh copy of it."""
+        return {
+            name: copy.deepcopy(_jsonable(p.default))
+            for name, p in self.entries.items()
+            if p.default is not UNSET
+        }
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema of a ``params`` mapping (unknown keys are errors)."""
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [name for name, p in self.entries.items() if p.required],
+            "properties": {name: p.json_schema() for name, p in self.entries.items()},
+        }
+
+    def resolve(self, what: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Check ``given`` and return it with the defaults filled in.
+
+        ``what`` names the owner in the one-line error, e.g. ``model 'femnist_cnn' params``.
+        """
+        given = dict(given or {})
+        for key in sorted(given):
+            if key not in self.entries:
+                raise BenchlibError(f"{what}: unknown parameter {key!r}{self._suggest(key)}")
+        missing = [name for name, p in self.entries.items() if p.required and name not in given]
+        if missing:
+            raise BenchlibError(f"{what}: {', '.join(missing)} must be given")
+        if given:
+            _validate(what, self.schema(), given)
+        return {**self.defaults(), **given}
+
+    def _suggest(self, key: str) -> str:
+        accepted = sorted(self.entries)
+        if not accepted:
+            return "; it takes no parameters"
+        close = difflib.get_close_matches(key, accepted, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"{hint}; it takes: {', '.join(accepted)}"
+
+    def reference_rows(self) -> list[tuple[str, str, str, str]]:
+        """(name, type, default, description) per parameter, for the docs."""
+        rows = []
+        for name, p in self.entries.items():
+            default = "required" if p.required else ("-" if p.default is UNSET else p.default)
+            rows.append((name, describe_type(p.schema), _show(default), p.description))
+        return rows
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return value if value in ("required", "-") else repr(value)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(_jsonable(value))
+
+
+def describe_type(schema: Mapping[str, Any]) -> str:
+    """A short human reading of a JSON-schema fragment (``number >= 0``, ``one of a, b``)."""
+    if "enum" in schema:
+        return "one of " + ", ".join(_show(v) for v in schema["enum"])
+    if "const" in schema:
+        return _show(schema["const"])
+    if "oneOf" in schema:
+        return " or ".join(describe_type(s) for s in schema["oneOf"])
+    kind = schema.get("type", "any")
+    text = " or ".join(kind) if isinstance(kind, list) else str(kind)
+    bounds = [
+        (key, symbol)
+        for key, symbol in (
+            ("minimum", ">="),
+            ("exclusiveMinimum", ">"),
+            ("maximum", "<="),
+            ("exclusiveMaximum", "<"),
+        )
+        if key in schema
+    ]
+    if bounds:
+        text += " " + ", ".join(f"{symbol} {schema[key]}" for key, symbol in bounds)
+    if "items" in schema and isinstance(schema["items"], Mapping):
+        text += f" of {describe_type(schema['items'])}"
+    return text
+
+
+def _validate(what: str, schema: dict[str, Any], values: dict[str, Any]) -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(values), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        where = ".".join(str(p) for p in errors[0].absolute_path)
+        raise BenchlibError(f"{what}: {where}: {errors[0].message}")
+
+
+NO_PARAMS = Params()

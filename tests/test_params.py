@@ -1,0 +1,192 @@
+"""One declaration per parameter (benchlib.params): checks, defaults, the reference page, and
+that every pluggable thing's implementation takes exactly what it declares."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+
+import jsonschema
+import pytest
+import yaml
+from conftest import REPO
+
+from benchlib.catalog import MALFUNCTIONS, METHODS, MODELS, TASKS, malfunction_settings
+from benchlib.config import Config
+from benchlib.data.partition import _PARTITIONERS, partitioner_names, partitioner_params
+from benchlib.data.registry import dataset_names, get_dataset
+from benchlib.errors import BenchlibError
+from benchlib.params import UNSET, Param, Params, describe_type
+from benchlib.reference import parameter_reference
+from benchlib.settings import TrainingSettings
+
+WIDGET = Params(
+    {
+        "size": Param({"type": "integer", "minimum": 1}, 3, "side length"),
+        "colour": Param({"enum": ["red", "blue"]}, "red", "paint"),
+        "tags": Param({"type": "array", "items": {"type": "string"}}, [], "labels"),
+        "path": Param({"type": "string"}, description="optional file"),
+        "name": Param({"type": "string"}, description="what it is called", required=True),
+    }
+)
+
+
+def test_resolve_fills_defaults_and_keeps_given_values():
+    assert WIDGET.resolve("widget", {"name": "w", "size": 5}) == {
+        "size": 5,
+        "colour": "red",
+        "tags": [],
+        "name": "w",
+    }  # "path" has no default: absent unless given
+
+
+def test_resolved_defaults_are_fresh_copies():
+    first = WIDGET.resolve("widget", {"name": "a"})
+    first["tags"].append("x")
+    assert WIDGET.resolve("widget", {"name": "b"})["tags"] == []
+
+
+def test_an_unknown_key_names_itself_the_closest_and_the_accepted_ones():
+    with pytest.raises(BenchlibError) as error:
+        WIDGET.resolve("widget 'w' params", {"name": "w", "colur": "red"})
+    assert str(error.value) == (
+        "widget 'w' params: unknown parameter 'colur' (did you mean 'colour'?); it takes: "
+        "colour, name, path, size, tags"
+    )
+    with pytest.raises(BenchlibError, match=r"unknown parameter 'zzz'; it takes: colour"):
+        WIDGET.resolve("widget", {"name": "w", "zzz": 1})
+    with pytest.raises(BenchlibError, match=r"unknown parameter 'a'; it takes no parameters"):
+        Params().resolve("nothing", {"a": 1})
+
+
+def test_missing_required_and_wrong_types_are_named():
+    with pytest.raises(BenchlibError, match=r"^widget: name must be given$"):
+        WIDGET.resolve("widget", {})
+    with pytest.raises(BenchlibError, match=r"^widget: size: 0 is less than the minimum of 1$"):
+        WIDGET.resolve("widget", {"name": "w", "size": 0})
+    with pytest.raises(BenchlibError, match=r"colour: 'green' is not one of \['red', 'blue'\]"):
+        WIDGET.resolve("widget", {"name": "w", "colour": "green"})
+
+
+def test_the_schema_carries_defaults_and_descriptions():
+    schema = WIDGET.schema()
+    assert schema["required"] == ["name"] and schema["additionalProperties"] is False
+    assert schema["properties"]["size"] == {
+        "type": "integer",
+        "minimum": 1,
+        "description": "side length",
+        "default": 3,
+    }
+    assert "default" not in schema["properties"]["path"]
+
+
+def test_types_read_as_short_phrases():
+    assert describe_type({"type": "number", "minimum": 0, "maximum": 1}) == "number >= 0, <= 1"
+    assert describe_type({"enum": ["a", None]}) == "one of 'a', null"
+    assert describe_type({"type": ["integer", "null"], "minimum": 0}) == "integer or null >= 0"
+    assert describe_type({"type": "array", "items": {"type": "integer"}}) == "array of integer"
+
+
+# ------------------------------------------------------------- every declaration is sound
+def _declarations() -> dict[str, Params]:
+    found: dict[str, Params] = {"training": TrainingSettings.params()}
+    found |= {f"method {n}": e.params for n, e in METHODS.items()}
+    found |= {f"model {n}": e.params for n, e in MODELS.items()}
+    found |= {f"source {n}": get_dataset(n).params for n in dataset_names()}
+    found |= {f"partitioner {n}": partitioner_params(n) for n in partitioner_names()}
+    found |= {f"malfunction {n}": p for n, p in MALFUNCTIONS.items()}
+    found |= {f"loss {t}/{n}": p for t, e in TASKS.items() for n, p in e.losses.items()}
+    return found
+
+
+@pytest.mark.parametrize("owner", sorted(_declarations()))
+def test_every_parameter_has_a_description_and_a_default_its_type_accepts(owner):
+    for name, param in _declarations()[owner].items():
+        assert param.description, f"{owner}: {name} has no description"
+        if param.default is not UNSET:
+            jsonschema.validate(param.default, dict(param.schema))
+
+
+def _keywords(function) -> dict[str, inspect.Parameter]:
+    skip = {"self", "num_classes", "num_outputs", "image_shape", "input_shape", "params"}
+    return {
+        k: p
+        for k, p in inspect.signature(function).parameters.items()
+        if k not in skip and p.kind is not p.VAR_KEYWORD
+    }
+
+
+def test_model_builders_take_exactly_the_declared_parameters():
+    from benchlib.models.cnn import FemnistCNN
+    from benchlib.models.registry import _BUILDERS
+    from benchlib.models.transunet import TransUNet
+
+    classes = {"femnist_cnn": FemnistCNN, "transunet": TransUNet}  # builders pass **params on
+    for name, entry in MODELS.items():
+        importlib.import_module(f"benchlib.models.{entry.module}")
+        function = classes.get(name, _BUILDERS.get(name))
+        keywords = _keywords(function.__init__ if name in classes else function)
+        keywords.pop("in_channels", None), keywords.pop("image_size", None)  # TransUNet's shape
+        assert set(keywords) == set(entry.params), name
+        for key, param in keywords.items():
+            declared = entry.params[key].default
+            assert param.default == (tuple(declared) if isinstance(declared, list) else declared)
+
+
+def test_partitioners_take_exactly_the_declared_parameters():
+    for name in partitioner_names():
+        partitioner = _PARTITIONERS.get(name)
+        keywords = set(_keywords(partitioner.function)) - {"labels", "groups", "rng"}
+        assert keywords - {"num_clients", *partitioner.needs} == set(partitioner.params), name
+
+
+def test_losses_take_exactly_the_declared_parameters():
+    for task_name, entry in TASKS.items():
+        from benchlib.tasks import get_task
+
+        task = get_task(task_name)
+        for loss, params in entry.losses.items():
+            build = task.losses[loss]
+            if build.__module__.startswith("torch"):  # torch's own, used without options
+                assert not params, f"{task_name}/{loss}"
+                continue
+            assert set(_keywords(build)) == set(params), f"{task_name}/{loss}"
+
+
+def test_the_malfunction_section_is_filled_for_the_named_malfunctions():
+    assert malfunction_settings("m", None, ["ana", "sfa"]) == {
+        "placement": "first",
+        "start_round": 0,
+        "ana": {"scale": 120.5},
+    }
+    with pytest.raises(BenchlibError, match=r"m.ana: unknown parameter 'scal'"):
+        malfunction_settings("m", {"ana": {"scal": 1}})
+
+
+# ------------------------------------------------------------------------ the config
+def test_the_config_fills_every_default_and_leaves_raw_as_given():
+    raw = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    given = copy.deepcopy(raw)
+    config = Config(raw)
+    assert raw == given
+    ds = config.datasets["mnist5k"]
+    assert ds["task"] == "classification" and ds["held_out"] == []
+    assert ds["training"]["prefetch"] == 2 and ds["training"]["loss"] == "cross_entropy"
+    assert ds["model"] == {
+        "name": "femnist_cnn",
+        "params": {"conv1": 4, "conv2": 8, "hidden": 32, "dropout": 0.5},
+        "init": None,
+    }
+    assert ds["partition"] == {"name": "iid", "min_size": 50}
+    assert ds["malfunction"] == {"placement": "first", "start_round": 0, "ana": {"scale": 120.5}}
+    assert config.methods["fedavg"]["params"] == {"weighting": "samples", "gamma": 1.0}
+    spec = config.cell_spec(config.cells("smoke")[0])
+    assert spec["training"]["cuda_graphs"] is True and spec["method_params"]
+
+
+def test_the_reference_page_is_current():
+    page = REPO / "docs" / "parameters.md"
+    assert page.read_text() == parameter_reference(), (
+        "docs/parameters.md is out of date: run benchlib params --out docs/parameters.md"
+    )
