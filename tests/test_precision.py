@@ -24,7 +24,8 @@ def _after_one_round(cell: Cell) -> tuple[torch.Tensor, list]:
 
 
 def test_unknown_precision_is_refused_with_the_choices(smoke_cell_spec, mnist_store, smoke_split):
-    with pytest.raises(BenchlibError, match=r"precision: 'fp16' is not one of \['fp32', 'tf32', 'bf16'\]"):
+    choices = r"precision: 'fp16' is not one of \['fp32', 'tf32', 'bf16'\]"
+    with pytest.raises(BenchlibError, match=choices):
         _cell(smoke_cell_spec, mnist_store, smoke_split, precision="fp16")
 
 
