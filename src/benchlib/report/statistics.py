@@ -63,8 +63,8 @@ def bootstrap_ci(
     data = np.asarray([v for v in values if v == v], dtype=float)
     if len(data) < 2:
         return Interval(len(data), None, None, f"{TOO_FEW} (n = {len(data)})")
-    if np.all(data == data[0]):  # every resample has the same mean
-        return Interval(len(data), float(data[0]), float(data[0]), "all units equal")
+    if np.ptp(data) <= 1e-12 * max(1.0, float(np.abs(data).max())):  # every resample: one mean
+        return Interval(len(data), float(data.mean()), float(data.mean()), "all units equal")
     result = bootstrap(
         (data,),
         np.mean,
@@ -121,7 +121,8 @@ def paired_test(
     if n < 2 or nonzero < chosen.minimum:
         what = f"n = {n} pairs" if nonzero == n else f"n = {n} pairs, {nonzero} not tied"
         return n, None, None, f"{TOO_FEW} ({what}; {chosen.label} needs {chosen.minimum})"
-    if np.all(differences == differences[0]):
+    if np.ptp(differences) <= 1e-9 * max(1.0, float(np.abs(differences).max())):
+        # equal up to float rounding: no variance to test (t would be rounding noise)
         return n, None, None, "every pair differs by the same amount (no variance to test)"
     statistic, p_value = chosen.run(differences)
     return n, statistic, p_value, ""
@@ -171,3 +172,56 @@ def format_test(result: PairedResult | None, alpha: float = 0.05) -> str:
         return f"{head}, {result.note}"
     verdict = "the order is significant" if result.p_value < alpha else "not significant"
     return f"{head}, n = {result.n} pairs, p = {result.p_value:.3g} ({verdict} at {alpha})"
+
+
+# --------------------------------------------------------------- over a long frame of units
+# A units frame has the columns ``keys`` (what one table column is), ``method``, ``unit`` (a
+# hashable pairing key: (seed, client) or (experiment, seed)) and ``value``.
+def interval_frame(
+    units: Any, keys: list[str], confidence: float = CONFIDENCE, resamples: int = RESAMPLES
+) -> Any:
+    """Per (keys, method): units ``n``, ``ci_low``, ``ci_high`` and ``ci_note``."""
+    import pandas as pd
+
+    rows = []
+    for key, part in units.groupby([*keys, "method"], sort=False):
+        interval = bootstrap_ci(list(part["value"]), confidence, resamples)
+        row = dict(zip([*keys, "method"], key, strict=True))
+        rows.append(
+            row
+            | {"n": interval.n, "ci_low": interval.low, "ci_high": interval.high}
+            | {"ci_note": interval.note}
+        )
+    return pd.DataFrame(rows, columns=[*keys, "method", "n", "ci_low", "ci_high", "ci_note"])
+
+
+def test_frame(
+    units: Any,
+    keys: list[str],
+    lower_is_better: Callable[[tuple], bool],
+    test: str = "paired_t",
+    exclude: Sequence[str] = (),
+) -> Any:
+    """Per column (``keys``): best and second method (``exclude``: methods left out, e.g. a
+    centralised reference), the paired test and its one-line summary ``verdict``."""
+    import pandas as pd
+
+    rows = []
+    kept = units[~units["method"].isin(list(exclude))]
+    for key, part in kept.groupby(keys, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        per_method = {
+            method: dict(zip(cells["unit"], cells["value"], strict=True))
+            for method, cells in part.groupby("method", sort=False)
+        }
+        result = best_vs_second(per_method, lower_is_better(key), test)
+        row = dict(zip(keys, key, strict=True))
+        row |= {
+            "best": result.best if result else None,
+            "second": result.second if result else None,
+            "pairs": result.n if result else 0,
+            "p_value": result.p_value if result else None,
+            "verdict": format_test(result),
+        }
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*keys, "best", "second", "pairs", "p_value", "verdict"])
