@@ -98,3 +98,48 @@ def test_best_vs_second_respects_direction() -> None:
     assert format_test(best_vs_second({"a": {0: 1.0}, "b": {0: 0.0}})).endswith(
         "n too small (n = 1 pairs; paired t-test needs 2)"
     )
+
+
+# ------------------------------------------------------- robustness tables with ci: true
+def test_robustness_table_ci_option_by_hand() -> None:
+    """femnist_sample's golden ANA table with ``ci``: every cell gains the bootstrap interval of
+    its clients, the last row the paired test of the column's best method vs. the second."""
+    import pandas as pd
+    from conftest import REPO
+
+    from benchlib.config import load_config_file
+    from benchlib.report.kinds.robustness_table import render_table
+    from benchlib.report.stats import MetricDisplay
+
+    raw = load_config_file(REPO / "config" / "femnist_sample.yaml")
+    experiment = raw["experiments"]["femnist_sample"]
+    methods = [(m, raw["methods"][m]["label"]) for m in experiment["methods"]]
+    collected = pd.read_csv(REPO / "tests" / "golden" / "femnist_sample_collected.csv")
+    options = {"test": "paired_t", "confidence": 0.95, "resamples": 9999}
+    args = (collected, "femnist_sample", "ana", methods, experiment["k"], "T", 8)
+    text = render_table(*args, "", MetricDisplay.resolve(), "t", options)
+    plain = render_table(*args, "", MetricDisplay.resolve(), "t")
+    assert "Best vs" not in plain and "bootstrap" not in plain  # off by default
+    assert "percentile-bootstrap confidence interval" in text and "paired t-test" in text
+    ana = collected[collected.malfunction == "ana"]
+    k1 = ana[ana.k == 1]
+    fedavg = k1[k1.method_id == "fedavg"].sort_values(["seed", "client"])
+    direct = bootstrap(
+        (100 * fedavg.test_accuracy.to_numpy(),), np.mean, n_resamples=9999,
+        method="percentile", rng=np.random.default_rng(0),
+    ).confidence_interval  # fmt: skip
+    fedavg_line = next(line for line in text.splitlines() if line.startswith(methods[0][1]))
+    cell = fedavg_line.split(" & ")[2]
+    assert cell.endswith(f"{{\\scriptsize [{direct.low:.1f}, {direct.high:.1f}]}}")
+    # k = 1: the best and second method by mean, differences paired by (seed, client)
+    means = k1.groupby("method_id").test_accuracy.mean().sort_values(ascending=False)
+    best, second = (
+        k1[k1.method_id == m].set_index(["seed", "client"]).test_accuracy for m in means.index[:2]
+    )
+    d = 100 * (best - second.reindex(best.index)).to_numpy()
+    t_value = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
+    from scipy.stats import t as student_t
+
+    p_value = 2 * student_t.sf(abs(t_value), df=len(d) - 1)
+    test_line = next(line for line in text.splitlines() if line.startswith("Best vs"))
+    assert test_line.split(" & ")[2] == f"p = {p_value:.2g}"

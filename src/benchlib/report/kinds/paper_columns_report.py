@@ -125,7 +125,7 @@ def markdown(
         tau = taus[(taus[KEYS] == list(key)).all(axis=1)]
         test = tests[(tests[KEYS] == list(key)).all(axis=1)]
         lower = is_lower_better(key[2])
-        compared = part.dropna(subset=["paper"])
+        compared = part[~part["method"].isin(spec.get("references", []))].dropna(subset=["paper"])
         paper_best = (
             compared.sort_values("paper", ascending=lower)["method"].iloc[0]
             if len(compared)

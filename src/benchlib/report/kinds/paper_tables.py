@@ -216,8 +216,8 @@ SCOPE_READERS: dict[str, Callable[[dict[str, Any], dict[str, Path]], Scored]] = 
 
 def score_columns(columns: list[dict[str, Any]], inputs: list[Path]) -> tuple[Any, Any]:
     """(cells, units): long frames over every report column with ``source``, ``column``,
-    ``metric``, ``method`` and ``value`` (percent for [0, 1] metrics); ``inputs`` are the
-    files of :func:`spec_inputs` in that order."""
+    ``metric``, ``method`` and ``value`` (percent for [0, 1] metrics), in the report's column
+    and method order; ``inputs`` are the files of :func:`spec_inputs` in that order."""
     import pandas as pd
 
     from benchlib.report.stats import PERCENT_METRICS
@@ -226,13 +226,18 @@ def score_columns(columns: list[dict[str, Any]], inputs: list[Path]) -> tuple[An
     require(len(inputs) == len(names), f"expected {len(names)} cell files, got {len(inputs)}")
     files = dict(zip(names, inputs, strict=True))
     cells, units = [], []
-    for column in columns:
+    for position, column in enumerate(columns):
         scored = SCOPE_READERS[column["scope"]](column, files)
-        where = {"source": column["source"], "column": column["column"]}
-        cells.append(scored.cells.assign(**where))
-        units.append(scored.units.assign(**where))
+        where = {"source": column["source"], "column": column["column"], "position": position}
+        order = {m: i for i, (m, _) in enumerate(column["methods"])}
+        for frame, out in ((scored.cells, cells), (scored.units, units)):
+            out.append(frame.assign(**where, order=frame["method"].map(order)))
     cells_frame, units_frame = pd.concat(cells), pd.concat(units)
     for frame in (cells_frame, units_frame):
         percent = frame["metric"].isin(PERCENT_METRICS)
         frame.loc[percent, "value"] = 100 * frame.loc[percent, "value"]
-    return cells_frame.reset_index(drop=True), units_frame.reset_index(drop=True)
+    keys = ["position", "metric", "order"]  # the config's column order, the methods' order
+    return (
+        cells_frame.sort_values(keys, kind="stable").reset_index(drop=True),
+        units_frame.sort_values(keys, kind="stable").reset_index(drop=True),
+    )
