@@ -41,6 +41,12 @@ from benchlib.report.base import (
     spec_value,
 )
 from benchlib.report.figures import pyplot, save_figure
+from benchlib.report.kinds.paper_statistics import (
+    LIGHTYEAR_KEYS,
+    interval_text,
+    lightyear_statistics,
+    test_text,
+)
 from benchlib.report.kinds.paper_tables import (
     COLUMN_ENTRY,
     column_specs,
@@ -48,15 +54,7 @@ from benchlib.report.kinds.paper_tables import (
     score_columns,
     spec_inputs,
 )
-from benchlib.report.statistics import (
-    CONFIDENCE,
-    PAIRED_TESTS,
-    RESAMPLES,
-    format_interval,
-    interval_frame,
-    is_lower_better,
-    test_frame,
-)
+from benchlib.report.statistics import CONFIDENCE, PAIRED_TESTS, RESAMPLES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -159,53 +157,6 @@ def kendall_by_column(frame: pd.DataFrame) -> pd.DataFrame:
         tau = None if tau is None or tau != tau else float(tau)
         rows.append(dict(zip(keys, key, strict=True)) | {"methods": len(group), "kendall_tau": tau})
     return pd.DataFrame(rows, columns=[*keys, "methods", "kendall_tau"])
-
-
-LIGHTYEAR_KEYS = ["experiment", "malfunction", "k"]
-
-
-def lightyear_units(collected: pd.DataFrame, experiments: list[dict[str, Any]]) -> pd.DataFrame:
-    """One unit per (seed, client) of every cell the report compares: experiment, malfunction,
-    k, method (the config's method id), unit and value (percent)."""
-    import pandas as pd
-
-    parts = []
-    for exp in experiments:
-        column = f"test_{exp.get('metric', 'accuracy')}"
-        rows = collected[(collected["experiment"] == exp["experiment"]) & (collected["k"] > 0)]
-        rows = rows[rows["malfunction"].isin(exp["malfunctions"])].dropna(subset=[column])
-        parts.append(
-            pd.DataFrame(
-                {
-                    **{key: rows[key] for key in LIGHTYEAR_KEYS},
-                    "method": rows["method_id"],
-                    "unit": list(zip(rows["seed"], rows["client"], strict=True)),
-                    "value": 100 * rows[column].astype(float),
-                }
-            )
-        )
-    return pd.concat(parts, ignore_index=True)
-
-
-def lightyear_statistics(
-    collected: pd.DataFrame, experiments: list[dict[str, Any]], options: dict[str, Any]
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(bootstrap CI per cell over seeds x clients, best vs. second per column)."""
-    units = lightyear_units(collected, experiments)
-    intervals = interval_frame(
-        units,
-        LIGHTYEAR_KEYS,
-        options.get("confidence", CONFIDENCE),
-        options.get("resamples", RESAMPLES),
-    )
-    metric = {e["experiment"]: e.get("metric", "accuracy") for e in experiments}
-    tests = test_frame(
-        units,
-        LIGHTYEAR_KEYS,
-        lambda key: is_lower_better(metric[key[0]]),
-        options.get("test", "paired_t"),
-    )
-    return intervals, tests
 
 
 def reading_summary(frame: pd.DataFrame, taus: pd.DataFrame) -> pd.DataFrame:
@@ -372,39 +323,18 @@ def markdown(
             lines.append(
                 f"| {row.method_id} | {row.k} | {_num(row.ours)} +- {_num(row.ours_std)} | "
                 f"{paper_text} | {_num(row.difference)} | {within_text} | "
-                f"{_interval_text(intervals, (experiment, malfunction, row.k), row.method_id)} |"
+                f"{interval_text(intervals, (experiment, malfunction, row.k), row.method_id)} |"
             )
         column = taus[(taus["experiment"] == experiment) & (taus["malfunction"] == malfunction)]
         if not column.empty:
             lines += ["", "| k | methods | Kendall tau | best vs. second |", "|---|---|---|---|"]
             for row in column.itertuples():
-                verdict = _test_text(tests, (experiment, malfunction, row.k))
+                verdict = test_text(tests, (experiment, malfunction, row.k))
                 lines.append(
                     f"| {row.k} | {row.methods} | {_num(row.kendall_tau, 2)} | {verdict} |"
                 )
         lines.append("")
     return "\n".join(lines)
-
-
-def _interval_text(intervals: pd.DataFrame, key: tuple, method: str) -> str:
-    from benchlib.report.statistics import Interval
-
-    hit = intervals[
-        (intervals[LIGHTYEAR_KEYS] == list(key)).all(axis=1) & (intervals["method"] == method)
-    ]
-    if hit.empty:
-        return "-"
-    row = hit.iloc[0]
-    low, high = row["ci_low"], row["ci_high"]
-    defined = low is not None and low == low
-    return format_interval(
-        Interval(int(row["n"]), low if defined else None, high if defined else None, row["ci_note"])
-    )
-
-
-def _test_text(tests: pd.DataFrame, key: tuple) -> str:
-    hit = tests[(tests[LIGHTYEAR_KEYS] == list(key)).all(axis=1)]
-    return "-" if hit.empty else str(hit["verdict"].iloc[0])
 
 
 def plot_comparison(frame: pd.DataFrame, title: str, pdf: Path) -> None:
