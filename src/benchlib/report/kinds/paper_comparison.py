@@ -280,9 +280,9 @@ def markdown(
         "source). `within 2 std`: |ours - paper| <= 2 x the paper's std. Kendall's tau: "
         "agreement of the methods' order per column (1 = same order, -1 = reversed). "
         f"{confidence} % CI: percentile bootstrap (seeded) of our mean over the cell's seeds x "
-        "clients. Best vs. second: our best method of the column against our second, "
-        f"{PAIRED_TESTS[spec.get('test', 'paired_t')].label} paired over seeds x clients, "
-        "two-sided (`n too small` where there are too few pairs); these statistics are ours, "
+        "clients. Best vs. second: our best method of the column against our second, a "
+        f"two-sided {PAIRED_TESTS[spec.get('test', 'paired_t')].label} over the same seeds x "
+        "clients (`n too small` where there are too few pairs); these statistics are ours, "
         "the paper gives none.",
         "",
         "## Scale of each compared run",
