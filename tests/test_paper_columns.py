@@ -64,6 +64,7 @@ def test_tfl_table4_report_by_hand(tmp_path: Path) -> None:
     lines = text.splitlines()
     assert lines[2].startswith("**Scale of this run: paper grid")  # the scale comes first
     assert "TPT-48 in full on CPU" in lines[2]
+    assert lines[4] == "Cell scores: 60 (a cell counts once per column it fills); seeds: 0, 1, 2."
     # TFL E->W: per cell 0.4 + 2 x seed shift + 0.05 (client mean); over seeds 0.51 +- std
     # of (0.45, 0.51, 0.57) = 0.049; paper 0.4978: difference 0.0122
     assert "| tfl | 0.5100 +- 0.0490 | " in text and "| 0.4978 | 0.0122 | - |" in text

@@ -98,10 +98,14 @@ def markdown(
     from benchlib.report.kinds.paper_comparison import SCALES
 
     confidence = round(100 * spec.get("confidence", CONFIDENCE))
+    cells_read = int(frame["cells"].sum())
+    seeds = ", ".join(map(str, sorted({int(s) for s in spec.get("seeds", [])}))) or "-"
     lines = [
         f"# {spec['title']}",
         "",
         f"**Scale of this run: {SCALES[spec['scale']]}.** {spec.get('scale_note', '')}".rstrip(),
+        "",
+        f"Cell scores: {cells_read} (a cell counts once per column it fills); seeds: {seeds}.",
         "",
         f"Paper: `{spec['paper_values_name']}` (every number the paper prints for these columns; "
         "`~` = the text gives it only approximately). Ours: mean over the column's cells "

@@ -523,4 +523,5 @@ def _render_columns(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> str:
     taus = report.column_taus(frame, spec.get("references", []))
     intervals, tests = report.column_statistics(units, spec.get("references", []), spec)
     report.plot_columns(frame, spec_value(spec, "title"), pdf)
-    return report.markdown(spec, frame, taus, intervals, tests, pdf.name)
+    seeds = sorted({int(cell[1]) for cell in cells["cell"]})  # cell: (experiment, seed)
+    return report.markdown({**spec, "seeds": seeds}, frame, taus, intervals, tests, pdf.name)
