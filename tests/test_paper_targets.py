@@ -88,10 +88,12 @@ LIGHTYEAR_TARGETS = [
 ]
 
 
-# TFL's ten tables and its figures other than Figure 3 (a diagram) - all of the paper's results.
+# TFL's ten tables and its figures other than Figure 3 (a diagram) - all of the paper's results -
+# and its paper-vs-ours report.
 TFL_TARGETS = [
     *(f"tables/tfl_table{n}.tex" for n in range(1, 11)),
     *(f"figures/tfl_fig{n}.pdf" for n in (1, 2, 4, 5, 6, 7, 8, 9)),
+    "reports/tfl_vs_paper.md",
 ]
 
 
@@ -119,6 +121,21 @@ def test_default_config_targets(monkeypatch):
 def test_every_tfl_table_and_figure_is_a_default_target():
     tfl = all_targets(Config(load_config_file(PAPER / "tfl.yaml")))  # standalone
     assert set(TFL_TARGETS) <= set(tfl) <= set(default_targets())
+
+
+def test_fedagain_comparison_is_a_default_target():
+    fedagain = all_targets(Config(load_config_file(PAPER / "fedagain.yaml")))  # standalone
+    assert "reports/fedagain_vs_paper.md" in fedagain
+    assert "reports/fedagain_vs_paper.md" in default_targets()
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_comparison_reports_resolve_without_configfile(tmp_path):
+    result = snakemake(tmp_path, "-n", "reports/fedagain_vs_paper.md", "reports/tfl_vs_paper.md")
+    assert result.returncode == 0, result.stderr[-3000:]
+    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, flags=re.M))
+    assert stats["render_markdown"] == "2"
 
 
 def test_benchlib_targets_prints_the_target_list():

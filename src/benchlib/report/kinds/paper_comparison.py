@@ -41,6 +41,20 @@ from benchlib.report.base import (
     spec_value,
 )
 from benchlib.report.figures import pyplot, save_figure
+from benchlib.report.kinds.paper_statistics import (
+    LIGHTYEAR_KEYS,
+    interval_text,
+    lightyear_statistics,
+    test_text,
+)
+from benchlib.report.kinds.paper_tables import (
+    COLUMN_ENTRY,
+    column_specs,
+    read_table_values,
+    score_columns,
+    spec_inputs,
+)
+from benchlib.report.statistics import CONFIDENCE, PAIRED_TESTS, RESAMPLES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -241,8 +255,22 @@ def _readings_lines(experiments: dict[str, dict[str, Any]], frame: pd.DataFrame)
     return lines
 
 
-def markdown(spec: dict[str, Any], frame: pd.DataFrame, taus: pd.DataFrame, figure: str) -> str:
-    """The report text."""
+def markdown(
+    spec: dict[str, Any],
+    frame: pd.DataFrame,
+    taus: pd.DataFrame,
+    figure: str,
+    intervals: pd.DataFrame | None = None,
+    tests: pd.DataFrame | None = None,
+) -> str:
+    """The report text (``intervals`` / ``tests``: :func:`lightyear_statistics`)."""
+    import pandas as pd
+
+    intervals = (
+        pd.DataFrame(columns=[*LIGHTYEAR_KEYS, "method"]) if intervals is None else intervals
+    )
+    tests = pd.DataFrame(columns=LIGHTYEAR_KEYS) if tests is None else tests
+    confidence = round(100 * spec.get("confidence", CONFIDENCE))
     experiments = {exp["experiment"]: exp for exp in spec_value(spec, "experiments")}
     lines = [f"# {spec_value(spec, 'title')}", ""]
     lines += [
@@ -250,7 +278,12 @@ def markdown(spec: dict[str, Any], frame: pd.DataFrame, taus: pd.DataFrame, figu
         "(malfunctioning ones included), in percent, as in the paper's tables. Paper: "
         f"`{PAPER_VALUES}` (transcribed from the final version's Tables 2-21; `table` names the "
         "source). `within 2 std`: |ours - paper| <= 2 x the paper's std. Kendall's tau: "
-        "agreement of the methods' order per column (1 = same order, -1 = reversed).",
+        "agreement of the methods' order per column (1 = same order, -1 = reversed). "
+        f"{confidence} % CI: percentile bootstrap (seeded) of our mean over the cell's seeds x "
+        "clients. Best vs. second: our best method of the column against our second, a "
+        f"two-sided {PAIRED_TESTS[spec.get('test', 'paired_t')].label} over the same seeds x "
+        "clients (`n too small` where there are too few pairs); these statistics are ours, "
+        "the paper gives none.",
         "",
         "## Scale of each compared run",
         "",
@@ -277,8 +310,8 @@ def markdown(spec: dict[str, Any], frame: pd.DataFrame, taus: pd.DataFrame, figu
         source = f" (paper Table {int(table.iloc[0])})" if len(table) else ""
         lines += [f"## {experiment}: {malfunction.upper()}{source}", ""]
         lines += [
-            "| method | k | ours | paper | difference | within 2 std |",
-            "|---|---|---|---|---|---|",
+            f"| method | k | ours | paper | difference | within 2 std | {confidence} % CI |",
+            "|---|---|---|---|---|---|---|",
         ]
         for row in part.itertuples():
             within_text = (
@@ -289,13 +322,17 @@ def markdown(spec: dict[str, Any], frame: pd.DataFrame, taus: pd.DataFrame, figu
             )
             lines.append(
                 f"| {row.method_id} | {row.k} | {_num(row.ours)} +- {_num(row.ours_std)} | "
-                f"{paper_text} | {_num(row.difference)} | {within_text} |"
+                f"{paper_text} | {_num(row.difference)} | {within_text} | "
+                f"{interval_text(intervals, (experiment, malfunction, row.k), row.method_id)} |"
             )
         column = taus[(taus["experiment"] == experiment) & (taus["malfunction"] == malfunction)]
         if not column.empty:
-            lines += ["", "| k | methods | Kendall tau |", "|---|---|---|"]
+            lines += ["", "| k | methods | Kendall tau | best vs. second |", "|---|---|---|---|"]
             for row in column.itertuples():
-                lines.append(f"| {row.k} | {row.methods} | {_num(row.kendall_tau, 2)} |")
+                verdict = test_text(tests, (experiment, malfunction, row.k))
+                lines.append(
+                    f"| {row.k} | {row.methods} | {_num(row.kendall_tau, 2)} | {verdict} |"
+                )
         lines.append("")
     return "\n".join(lines)
 
@@ -335,14 +372,91 @@ def plot_comparison(frame: pd.DataFrame, title: str, pdf: Path) -> None:
 class PaperComparison(ReportKind):
     name = "paper_comparison"
     output = "markdown"
-    required = ("compare",)
+    required = ()
     params: ClassVar[dict[str, Any]] = {
-        "compare": {**COMPARE, "description": "experiment -> {dataset, scale[, metric]}"},
-        "title": {"type": "string"},
-        "paper_values": {"type": "string", "description": f"CSV (default {PAPER_VALUES})"},
+        "compare": {
+            **COMPARE,
+            "default": None,
+            "description": "LIGHTYEAR mode: experiment -> {dataset, scale[, metric, reading]}; "
+            "give this or columns",
+        },
+        "columns": {
+            "type": "array",
+            "minItems": 1,
+            "items": COLUMN_ENTRY,
+            "default": None,
+            "description": "table mode (FedAgain, TFL): one entry per paper column "
+            "{source, column, experiments, scope[, metrics, methods]}; give this or compare",
+        },
+        "scale": {
+            "enum": sorted(SCALES),
+            "default": None,
+            "description": "table mode: the scale of the compared run (compare mode: per entry)",
+        },
+        "scale_note": {
+            "type": "string",
+            "default": "",
+            "description": "table mode: one line on the run (data, clients, rounds, seeds)",
+        },
+        "references": {
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+            "description": "table mode: methods shown but left out of Kendall's tau and the "
+            "best-vs-second test (e.g. centralised ERM)",
+        },
+        "title": {
+            "type": "string",
+            "default": "LIGHTYEAR: our runs vs. the paper",
+            "description": "the report's heading",
+        },
+        "paper_values": {
+            "type": "string",
+            "default": PAPER_VALUES,
+            "description": "CSV of the paper's numbers (config/paper_values/)",
+        },
+        "test": {
+            "enum": sorted(PAIRED_TESTS),
+            "default": "paired_t",
+            "description": "paired test of each column's best method against the second",
+        },
+        "confidence": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": CONFIDENCE,
+            "description": "confidence level of the bootstrap interval per cell",
+        },
+        "resamples": {
+            "type": "integer",
+            "minimum": 100,
+            "default": RESAMPLES,
+            "description": "bootstrap resamples (seeded, so the interval is reproducible)",
+        },
     }
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
+        modes = [mode for mode in ("compare", "columns") if params.get(mode)]
+        require(len(modes) == 1, "give exactly one of compare (LIGHTYEAR) and columns (tables)")
+        # the checkout's file when the working directory has none (snakemake -d elsewhere)
+        values = resolve_input_path(params.get("paper_values", PAPER_VALUES), "paper values")
+        options = {
+            key: params.get(key, self.params[key]["default"])
+            for key in ("test", "confidence", "resamples", "title")
+        }
+        if modes == ["columns"]:
+            require(bool(params.get("scale")), "columns mode needs the run's scale")
+            return {
+                "name": name,
+                "mode": "columns",
+                "paper_values": str(values),
+                "paper_values_name": params.get("paper_values", PAPER_VALUES),
+                "columns": column_specs(config, params["columns"], values),
+                "scale": params["scale"],
+                "scale_note": params.get("scale_note", ""),
+                "references": list(params.get("references", [])),
+                **options,
+            }
         experiments = []
         for experiment, entry in params["compare"].items():
             check_experiments(config, [experiment])
@@ -357,16 +471,16 @@ class PaperComparison(ReportKind):
                     **entry,
                 }
             )
-        # the checkout's file when the working directory has none (snakemake -d elsewhere)
-        values = resolve_input_path(params.get("paper_values", PAPER_VALUES), "paper values")
         return {
             "name": name,
             "paper_values": str(values),
             "experiments": experiments,
-            "title": params.get("title", "LIGHTYEAR: our runs vs. the paper"),
+            **options,
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
+        if spec.get("mode") == "columns":
+            return [spec["paper_values"], *spec_inputs(spec["columns"])]
         return [spec["paper_values"]] + [
             f"results/collected/{exp['experiment']}/{malfunction}.csv"
             for exp in spec["experiments"]
@@ -374,21 +488,40 @@ class PaperComparison(ReportKind):
         ]
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        import pandas as pd
-
         from benchlib.io import write_text_atomic
 
         check_outputs(self, outputs)
         require(
             len(inputs) >= 2 and Path(inputs[0]).name.endswith(".csv"),
-            "paper_comparison reads the paper values CSV, then collected CSVs; pass --collected",
+            "paper_comparison reads the paper values CSV, then the cells' files; pass --collected",
         )
-        paper = read_paper_values(Path(inputs[0]))
-        collected = pd.concat([pd.read_csv(p) for p in inputs[1:]], ignore_index=True)
-        frame = compare_frame(
-            collected.drop_duplicates(ignore_index=True), paper, spec_value(spec, "experiments")
-        )
-        taus = kendall_by_column(frame)
-        plot_comparison(frame, spec_value(spec, "title"), outputs[1])
-        text = markdown(spec, frame, taus, Path(outputs[1]).name)
+        render = _render_columns if spec.get("mode") == "columns" else _render_lightyear
+        text = render(spec, [Path(p) for p in inputs], Path(outputs[1]))
         write_text_atomic(outputs[0], text + "\n")
+
+
+def _render_lightyear(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> str:
+    import pandas as pd
+
+    paper = read_paper_values(inputs[0])
+    collected = pd.concat([pd.read_csv(p) for p in inputs[1:]], ignore_index=True)
+    collected = collected.drop_duplicates(ignore_index=True)
+    experiments = spec_value(spec, "experiments")
+    frame = compare_frame(collected, paper, experiments)
+    taus = kendall_by_column(frame)
+    intervals, tests = lightyear_statistics(collected, experiments, spec)
+    plot_comparison(frame, spec_value(spec, "title"), pdf)
+    return markdown(spec, frame, taus, pdf.name, intervals, tests)
+
+
+def _render_columns(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> str:
+    from benchlib.report.kinds import paper_columns_report as report
+
+    paper = read_table_values(inputs[0])
+    cells, units = score_columns(spec_value(spec, "columns"), inputs[1:])
+    frame = report.compare_columns(cells, paper)
+    taus = report.column_taus(frame, spec.get("references", []))
+    intervals, tests = report.column_statistics(units, spec.get("references", []), spec)
+    report.plot_columns(frame, spec_value(spec, "title"), pdf)
+    seeds = sorted({int(cell[1]) for cell in cells["cell"]})  # cell: (experiment, seed)
+    return report.markdown({**spec, "seeds": seeds}, frame, taus, intervals, tests, pdf.name)

@@ -28,6 +28,7 @@ from benchlib.report.base import (
     register_kind,
     spec_value,
 )
+from benchlib.report.statistics import TOO_FEW, Interval, is_lower_better
 from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
 
 if TYPE_CHECKING:
@@ -49,8 +50,11 @@ def render_table(
     note: str = "",
     display: MetricDisplay | None = None,
     name: str | None = None,
+    statistics: dict[str, Any] | None = None,
 ) -> str:
-    """The LaTeX source of one table. ``methods`` is [(method_id, label)] in row order."""
+    """The LaTeX source of one table. ``methods`` is [(method_id, label)] in row order;
+    ``statistics`` (``{test, confidence, resamples}``) adds a bootstrap CI to every cell and a
+    best-vs-second row (:func:`table_statistics`)."""
     from benchlib.report.latex import render_template
     from benchlib.report.stats import check_metric, summarise, table_rows
 
@@ -60,6 +64,9 @@ def render_table(
     require(not rows.empty, f"no collected results for {experiment}/{malfunction}")
     check_metric(rows, display.metric, f"table {name}")
     stats = summarise(rows, metric=display.metric).set_index(["method_id", "k"])
+    intervals, tests = (
+        table_statistics(rows, display, statistics) if statistics is not None else ({}, {})
+    )
     body = []
     for method_id, label in methods:
         if not any((method_id, k) in stats.index for k in ks):
@@ -71,9 +78,12 @@ def render_table(
                 (method_id, k) in stats.index,
                 f"table {name}: missing result for method {method_id}, k={k}",
             )
-            cells.append(
-                display.mean_std(stats.at[(method_id, k), "mean"], stats.at[(method_id, k), "std"])
+            cell = display.mean_std(
+                stats.at[(method_id, k), "mean"], stats.at[(method_id, k), "std"]
             )
+            if statistics is not None:
+                cell += f" {{\\scriptsize {intervals.get((method_id, k), '')}}}"
+            cells.append(cell)
         body.append({"label": label, "cells": cells})
     seeds = sorted(rows["seed"].unique().tolist())
     return render_template(
@@ -90,6 +100,67 @@ def render_table(
         note=note,
         metric_label=display.label,
         percent=display.percent,
+        test_row=[tests.get(k, "-") for k in ks] if statistics is not None else [],
+        statistics_note=_statistics_note(statistics, display) if statistics is not None else "",
+    )
+
+
+def table_statistics(
+    rows: pd.DataFrame, display: MetricDisplay, options: dict[str, Any]
+) -> tuple[dict[tuple[str, int], str], dict[int, str]]:
+    """({(method_id, k): "[low, high]"}, {k: best vs. second as TeX}): a percentile bootstrap
+    CI over the cell's seeds x clients and, per k, the paired test of the best method against
+    the second over the same seeds x clients."""
+    import pandas as pd
+
+    from benchlib.report.latex import tex_escape
+    from benchlib.report.statistics import (
+        format_interval,
+        interval_frame,
+        test_frame,
+    )
+
+    values = rows[display.column].astype(float)
+    units = pd.DataFrame(
+        {
+            "k": rows["k"],
+            "method": rows["method_id"],
+            "unit": list(zip(rows["seed"], rows["client"], strict=True)),
+            "value": [display.scale(v) for v in values],
+        }
+    ).dropna(subset=["value"])
+    frame = interval_frame(units, ["k"], options["confidence"], options["resamples"])
+    intervals = {}
+    for row in frame.itertuples():
+        interval = Interval(row.n, *_defined(row.ci_low, row.ci_high), row.ci_note)
+        intervals[(row.method, int(row.k))] = tex_escape(
+            format_interval(interval, digits=display.decimals)
+        )
+    lower = is_lower_better(display.metric)
+    tests = test_frame(units, ["k"], lambda _: lower, options["test"])
+    summary = {}
+    for row in tests.itertuples():
+        if row.p_value is None or row.p_value != row.p_value:
+            summary[int(row.k)] = TOO_FEW if TOO_FEW in row.verdict else "no difference"
+        else:
+            summary[int(row.k)] = f"p = {row.p_value:.2g}"
+    return intervals, summary
+
+
+def _defined(low: Any, high: Any) -> tuple[float | None, float | None]:
+    return (None, None) if low is None or low != low else (float(low), float(high))
+
+
+def _statistics_note(options: dict[str, Any], display: MetricDisplay) -> str:
+    from benchlib.report.statistics import PAIRED_TESTS
+
+    confidence = round(100 * options["confidence"])
+    direction = "lower" if is_lower_better(display.metric) else "higher"
+    return (
+        f"Brackets: {confidence} % percentile-bootstrap confidence interval of the cell's mean "
+        "over seeds x clients (seeded). Last row: two-sided "
+        f"{PAIRED_TESTS[options['test']].label} of the column's best method against the "
+        f"second, paired over seeds x clients ({direction} is better)."
     )
 
 
@@ -103,6 +174,29 @@ class RobustnessTable(ReportKind):
         "malfunction": {"type": "string"},
         "title": {"type": "string", "description": "default: '<experiment title> -- <MALF>'"},
         **METRIC_PARAMS,
+        "ci": {
+            "type": "boolean",
+            "default": False,
+            "description": "add a bootstrap CI to every cell and a best-vs-second test row",
+        },
+        "test": {
+            "enum": ["paired_t", "wilcoxon"],
+            "default": "paired_t",
+            "description": "with ci: the paired test of each column's best method vs. the second",
+        },
+        "confidence": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "exclusiveMaximum": 1,
+            "default": 0.95,
+            "description": "with ci: the confidence level of the intervals",
+        },
+        "resamples": {
+            "type": "integer",
+            "minimum": 100,
+            "default": 9999,
+            "description": "with ci: bootstrap resamples (seeded: reproducible)",
+        },
     }
 
     def implicit(self, config: ReportConfig) -> dict[str, dict[str, Any]]:
@@ -129,6 +223,16 @@ class RobustnessTable(ReportKind):
             "clients": config.datasets[exp["dataset"]]["clients"],
             "note": exp.get("caption_note", ""),
             **metric_display(params).as_spec(),
+            **(
+                {
+                    "statistics": {
+                        key: params.get(key, self.params[key]["default"])
+                        for key in ("test", "confidence", "resamples")
+                    }
+                }
+                if params.get("ci", False)
+                else {}
+            ),
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
@@ -152,5 +256,6 @@ class RobustnessTable(ReportKind):
             spec.get("note", ""),
             MetricDisplay.from_spec(spec),
             spec.get("name"),
+            spec.get("statistics"),
         )
         write_text_atomic(outputs[0], text)

@@ -1,0 +1,201 @@
+"""The text and figure of a ``paper_comparison`` in ``columns`` mode (FedAgain, TFL): per paper
+column ours vs. the paper with the difference, a bootstrap 95 % CI of ours, Kendall's tau of the
+method order and the paired test of our best method against our second (see
+:mod:`benchlib.report.statistics`). Lower is better for the metrics in
+:data:`~benchlib.report.statistics.LOWER_IS_BETTER` (MSE), higher for the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchlib.report.statistics import (
+    CONFIDENCE,
+    RESAMPLES,
+    interval_frame,
+    is_lower_better,
+    test_frame,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+KEYS = ["source", "column", "metric"]
+YES_NO = {True: "yes", False: "no"}
+
+
+def compare_columns(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """One row per (source, column, metric, method) we ran: ours (mean and std over the
+    column's cells), cells, the paper's mean, std and approx flag, difference, within 2 std."""
+    grouped = cells.groupby([*KEYS, "method"], sort=False)["value"]
+    ours = grouped.agg(ours="mean", cells="size").reset_index()
+    ours["ours_std"] = grouped.std(ddof=0).to_numpy()
+    values = paper.rename(columns={"mean": "paper", "std": "paper_std"})
+    merged = ours.merge(
+        values[[*KEYS, "method", "paper", "paper_std", "approx"]],
+        on=[*KEYS, "method"],
+        how="left",
+    )
+    merged["difference"] = merged["ours"] - merged["paper"]
+    merged["within_2std"] = (merged["difference"].abs() <= 2 * merged["paper_std"]).where(
+        merged["paper_std"].notna()
+    )
+    return merged
+
+
+def column_taus(frame: pd.DataFrame, references: list[str]) -> pd.DataFrame:
+    """Kendall's tau-b of ours vs. the paper's values per (source, column, metric), over the
+    methods with both (``references``, e.g. centralised ERM, left out)."""
+    import pandas as pd
+    from scipy.stats import kendalltau
+
+    rows = []
+    kept = frame[~frame["method"].isin(references)].dropna(subset=["paper"])
+    for key, group in kept.groupby(KEYS, sort=False):
+        tau = kendalltau(group["ours"], group["paper"]).statistic if len(group) >= 2 else None
+        tau = None if tau is None or tau != tau else float(tau)
+        rows.append(dict(zip(KEYS, key, strict=True)) | {"methods": len(group), "kendall_tau": tau})
+    return pd.DataFrame(rows, columns=[*KEYS, "methods", "kendall_tau"])
+
+
+def column_statistics(
+    units: pd.DataFrame, references: list[str], options: dict[str, Any]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per cell CI, per column best-vs-second test) from the units frame."""
+    intervals = interval_frame(
+        units,
+        KEYS,
+        options.get("confidence", CONFIDENCE),
+        options.get("resamples", RESAMPLES),
+    )
+    tests = test_frame(
+        units,
+        KEYS,
+        lambda key: is_lower_better(key[2]),
+        options.get("test", "paired_t"),
+        references,
+    )
+    return intervals, tests
+
+
+def _num(value: Any, digits: int) -> str:
+    return "-" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def _digits(metric: str) -> int:
+    return 4 if is_lower_better(metric) else 2
+
+
+def markdown(
+    spec: dict[str, Any],
+    frame: pd.DataFrame,
+    taus: pd.DataFrame,
+    intervals: pd.DataFrame,
+    tests: pd.DataFrame,
+    figure: str,
+) -> str:
+    """The report text: the scale first, then a summary line per column, then each column."""
+    from benchlib.report.kinds.paper_comparison import SCALES
+
+    confidence = round(100 * spec.get("confidence", CONFIDENCE))
+    cells_read = int(frame["cells"].sum())
+    seeds = ", ".join(map(str, sorted({int(s) for s in spec.get("seeds", [])}))) or "-"
+    lines = [
+        f"# {spec['title']}",
+        "",
+        f"**Scale of this run: {SCALES[spec['scale']]}.** {spec.get('scale_note', '')}".rstrip(),
+        "",
+        f"Cell scores: {cells_read} (a cell counts once per column it fills); seeds: {seeds}.",
+        "",
+        f"Paper: `{spec['paper_values_name']}` (every number the paper prints for these columns; "
+        "`~` = the text gives it only approximately). Ours: mean over the column's cells "
+        "(experiments x seeds); each cell scored as its column says (IF / OOF: mean over the "
+        "in-federation / held-out clients; pooled: the global model on the pooled test sets). "
+        f"{confidence} % CI: percentile bootstrap (seeded) of that mean over the units (seeds x "
+        "clients for IF / OOF, experiments x seeds for pooled). Kendall's tau: our order of the "
+        "methods vs. the paper's (1 = same, -1 = reversed). Best vs. second: our best method "
+        "against our second, paired over the same units, two-sided; `n too small` where there "
+        "are too few pairs. MSE: lower is better; every other metric: higher is better.",
+        "",
+        f"![ours vs. paper]({figure})",
+        "",
+        "## Summary per column",
+        "",
+        "| source | column | metric | methods | Kendall tau | our best | paper's best | "
+        "best vs. second |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, part in frame.groupby(KEYS, sort=False):
+        tau = taus[(taus[KEYS] == list(key)).all(axis=1)]
+        test = tests[(tests[KEYS] == list(key)).all(axis=1)]
+        lower = is_lower_better(key[2])
+        compared = part[~part["method"].isin(spec.get("references", []))].dropna(subset=["paper"])
+        paper_best = (
+            compared.sort_values("paper", ascending=lower)["method"].iloc[0]
+            if len(compared)
+            else "-"
+        )
+        lines.append(
+            f"| {key[0]} | {key[1]} | {key[2]} | {len(part)} | "
+            f"{_num(tau['kendall_tau'].iloc[0] if len(tau) else None, 2)} | "
+            f"{test['best'].iloc[0] if len(test) else '-'} | {paper_best} | "
+            f"{test['verdict'].iloc[0] if len(test) else '-'} |"
+        )
+    lines.append("")
+    for key, part in frame.groupby(KEYS, sort=False):
+        digits = _digits(key[2])
+        direction = "lower is better" if is_lower_better(key[2]) else "higher is better"
+        lines += [
+            f"## {key[0]}, {key[1]}: {key[2]} ({direction})",
+            "",
+            f"| method | ours | {confidence} % CI | units | paper | difference | within 2 std |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in part.itertuples():
+            interval = intervals[
+                (intervals[KEYS] == list(key)).all(axis=1) & (intervals["method"] == row.method)
+            ]
+            ci = "-"
+            if len(interval):
+                first = interval.iloc[0]
+                ci = (
+                    first["ci_note"]
+                    if first["ci_low"] is None or first["ci_low"] != first["ci_low"]
+                    else f"[{first['ci_low']:.{digits}f}, {first['ci_high']:.{digits}f}]"
+                )
+            paper = "-" if row.paper != row.paper else _num(row.paper, digits)
+            if row.paper == row.paper and row.paper_std == row.paper_std:
+                paper += f" +- {_num(row.paper_std, digits)}"
+            if row.approx is True:
+                paper = f"~{paper}"
+            within = "-" if row.within_2std != row.within_2std else YES_NO[bool(row.within_2std)]
+            lines.append(
+                f"| {row.method} | {_num(row.ours, digits)} +- {_num(row.ours_std, digits)} | "
+                f"{ci} | {int(interval['n'].iloc[0]) if len(interval) else 0} | {paper} | "
+                f"{_num(row.difference, digits)} | {within} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot_columns(frame: pd.DataFrame, title: str, pdf: Path) -> None:
+    """Ours vs. the paper per cell, one panel per metric, the diagonal drawn."""
+    from benchlib.report.figures import pyplot, save_figure
+
+    plt = pyplot()
+    compared = frame.dropna(subset=["paper"])
+    metrics = list(dict.fromkeys(compared["metric"])) or ["-"]
+    figure, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 3.6), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        part = compared[compared["metric"] == metric]
+        for method, cells in part.groupby("method", sort=True):
+            ax.scatter(cells["paper"], cells["ours"], s=14, label=method)
+        if len(part):
+            low = float(min(part["paper"].min(), part["ours"].min()))
+            high = float(max(part["paper"].max(), part["ours"].max()))
+            ax.plot([low, high], [low, high], color="grey", lw=0.8, ls="--")
+            ax.legend(fontsize="x-small")
+        ax.set_xlabel(f"paper ({metric})")
+        ax.set_ylabel(f"ours ({metric})")
+    figure.suptitle(title, fontsize=9)
+    save_figure(figure, pdf)
