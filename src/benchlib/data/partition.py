@@ -274,8 +274,10 @@ def label_skew_partition(
 
     Class c, primary on the clients P_c, is split so that each k in P_c gets
     ``share * |c| / |P_c|`` samples and every other client ``(1 - share) * |c| / (K - |P_c|)``.
-    Primary classes: ``cyclic`` gives client k the sorted classes k, k+1, ... (mod C);
-    ``random`` draws them per client without replacement. Quotas are rounded to integers by
+    Primary classes: ``cyclic`` gives client k the classes ks, ks + 1, ... (mod C) with stride
+    s = max(1, C // K), so with fewer clients than classes the primaries spread over the classes
+    (every client keeps its ``share``; s = 1, adjacent classes, for K >= C); ``adjacent`` always
+    uses s = 1; ``random`` draws them per client without replacement. Quotas are rounded to integers by
     largest remainder, so every sample of every class is assigned. A class that is primary
     nowhere is split equally over all clients; one primary everywhere goes to all equally.
     """
@@ -287,11 +289,15 @@ def label_skew_partition(
     )
     require(0 < share <= 1, f"label-skew partition: partition.share must be in (0, 1], got {share}")
     require(
-        assignment in ("cyclic", "random"),
-        f"label-skew partition: partition.assignment must be cyclic or random, got {assignment!r}",
+        assignment in ("cyclic", "adjacent", "random"),
+        "label-skew partition: partition.assignment must be cyclic, adjacent or random, "
+        f"got {assignment!r}",
     )
-    if assignment == "cyclic":
-        primaries = [{(k + j) % len(classes) for j in range(primary)} for k in range(num_clients)]
+    if assignment != "random":
+        stride = max(1, len(classes) // num_clients) if assignment == "cyclic" else 1
+        primaries = [
+            {(k * stride + j) % len(classes) for j in range(primary)} for k in range(num_clients)
+        ]
     else:
         primaries = [
             {int(c) for c in rng.choice(len(classes), size=primary, replace=False)}
