@@ -277,9 +277,10 @@ def label_skew_partition(
     Primary classes: ``cyclic`` gives client k the classes ks, ks + 1, ... (mod C) with stride
     s = max(1, C // K), so with fewer clients than classes the primaries spread over the classes
     (every client keeps its ``share``; s = 1, adjacent classes, for K >= C); ``adjacent`` always
-    uses s = 1; ``random`` draws them per client without replacement. Quotas are rounded to integers by
-    largest remainder, so every sample of every class is assigned. A class that is primary
-    nowhere is split equally over all clients; one primary everywhere goes to all equally.
+    uses s = 1; ``random`` draws them per client without replacement. Quotas are rounded to
+    integers by largest remainder, so every sample of every class is assigned. A class that is
+    primary nowhere is split equally over all clients; one primary everywhere goes to all
+    equally.
     """
     classes = np.unique(labels)
     require(
