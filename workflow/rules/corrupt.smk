@@ -23,9 +23,7 @@ rule corrupt_store:
         store=subpath(input.manifest, parent=True),
         out=subpath(output.manifest, parent=True),
         clients=lambda wildcards: CFG.datasets[wildcards.dataset]["clients"],
-        scenario=lambda wildcards: as_json(
-            CFG.datasets[wildcards.dataset]["corruption"]
-        ),
+        scenario=lambda wildcards: CFG.corruption_json(wildcards.dataset),
         seed=lambda wildcards: CFG.datasets[wildcards.dataset]["split"].get("seed", 0),
     shell:
         "python -m benchlib.data.corruptions corrupt --store {params.store} --split {input.split}"

@@ -163,6 +163,18 @@ def _image_fraction(value: dict[str, Any]) -> float | tuple[float, ...]:
     return tuple(float(v) for v in values) if isinstance(raw, list | tuple) else float(raw)
 
 
+def resolved_json(scenario: Scenario) -> str:
+    """A scenario as canonical JSON with every default filled in (the workflow's rule
+    parameter: spelling a default out, or leaving it out, does not rerun the rule)."""
+    record = {
+        "ratio": scenario.ratio,
+        "severity": scenario.severity,
+        "subsets": list(scenario.subsets),
+        "image_fraction": scenario.image_fraction,
+    }
+    return json.dumps(record, sort_keys=True)
+
+
 def settings_key(scenario: Scenario, num_clients: int, seed: int) -> str:
     """12 hex digits naming a corrupted store's settings (defaults filled in, plus
     :data:`STORE_FORMAT`): a store built with other settings lives under another path, so a
