@@ -112,6 +112,7 @@ def test_fedagain_paper_targets_resolve_offline(tmp_path):
     assert "results/downloads/cifar10/cifar-10-python.tar.gz" in out
     assert "results/corrupted/mnist__clients_20/" in out  # .../<settings key>/manifest.json
     assert "results/data/kidney_a_mix/manifest.json" in out
+    assert "rule fetch_weights" in out and "results/weights/resnet18-f37072fd.pth" in out
 
 
 @pytest.mark.workflow
@@ -304,3 +305,19 @@ def test_changed_corruption_settings_build_a_new_store(tmp_path):
     assert "rule corrupt_store" in done.stdout + done.stderr
     assert json.loads((tmp_path / other_store).read_text())["corruption"]["subsets"] == ["train"]
     assert (tmp_path / store).stat().st_mtime_ns == built  # the first store is untouched
+
+
+def test_paper_config_resnet18_is_imagenet_pretrained_with_imagenet_statistics():
+    """Paper Sec. 4.2.5: ImageNet statistics "ensuring feature-scale consistency with pretrained
+    models" (docs/fedagain.md, issue 24.3): every FedAgain dataset's ResNet18 loads ImageNet
+    weights (fetch_weights rule) and its inputs get ImageNet's normalisation."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "config" / "paper" / "fedagain.yaml").read_text())
+    assert len(config["datasets"]) == 16
+    for name, dataset in config["datasets"].items():
+        assert dataset["model"] == {"name": "resnet18", "params": {"pretrained": True}}, name
+        assert dataset["transforms"]["normalize"] == {
+            "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]
+        }, name  # fmt: skip
+        assert dataset["training"]["lr"] == 0.01  # Sec. 5.1.1, not Algorithm 2's 0.001
