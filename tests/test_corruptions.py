@@ -18,6 +18,7 @@ from benchlib.data.corruptions import (
     image_type,
     main,
     scenario_of,
+    settings_key,
 )
 from benchlib.data.store import load_store, write_store
 from benchlib.errors import BenchlibError
@@ -36,6 +37,7 @@ def test_paper_scenarios_and_bad_values():
         "light": (0.1, 3),
         "moderate": (0.3, 4),
         "heavy": (0.4, 5),
+        "image_fractions": (1.0, 3),  # Sec. 5.1.4's rho_k (tests/test_fedagain_corruption.py)
     }
     assert scenario_of({"ratio": 0.5, "severity": 2}).ratio == 0.5
     with pytest.raises(BenchlibError, match="unknown corruption scenario 'severe'"):
@@ -146,7 +148,10 @@ def test_corruption_axis_changes_the_store_not_the_split():
             return "d"
 
     assert cell_store(Cfg(), "d") == "results/data/d"
-    assert cell_store(Cfg(), "d__corruption_light") == "results/corrupted/d__corruption_light"
+    key = settings_key(scenario_of("light"), 10, 0)
+    assert (
+        cell_store(Cfg(), "d__corruption_light") == f"results/corrupted/d__corruption_light/{key}"
+    )
     with pytest.raises(BenchlibError, match="unknown corruption scenario"):
         apply_axes(base, {"corruption": "extreme"})
 

@@ -12,10 +12,14 @@ import pytest
 
 from benchlib.data.corruptions import (
     SCENARIOS,
+    client_fractions,
+    corrupt_image,
     corrupt_store,
     corrupted_clients,
     main,
+    picked_rows,
     scenario_of,
+    settings_key,
 )
 from benchlib.data.store import load_store, write_store
 from benchlib.errors import BenchlibError
@@ -110,3 +114,117 @@ def test_train_only_reading_as_a_corruption_grid_axis_value(tmp_path):
     assert scenario_of("moderate").subsets == ("train", "val")
     assert scenario_label(train_only) == "30%, s3, train only"
     assert scenario_label("moderate") == "Moderate (30%, s4)"
+
+
+def test_image_fraction_corrupts_a_seeded_share_of_each_subset(store):
+    # paper Sec. 5.1.4: rho_k of a client's images; 4 train + 4 val images per client, rho 0.5
+    # -> round(0.5 x 4) = 2 of each subset, the same rows on a second run
+    root, pixels, split = store
+    scenario = scenario_of({"ratio": 1.0, "severity": 2, "image_fraction": 0.5})
+    assert scenario.image_fraction == 0.5 and scenario_of("moderate").image_fraction == 1.0
+    record = corrupt_store(root / "store", root / "split.csv", root / "a", 4, scenario, seed=5)
+    assert record["images"] == 4 * 2 * 2 and record["fractions"] == dict.fromkeys("0123", 0.5)
+    changed = changed_subsets(root, "a", pixels, split)
+    assert all(changed[(c, s)] == 2 for c in range(4) for s in ("train", "val"))
+    assert all(changed[(c, "test")] == 0 for c in range(4))
+    rows = split.index[(split["client"] == 1) & (split["subset"] == "val")].to_numpy()
+    expected = picked_rows(rows, 0.5, 5, 1, "val")
+    out = load_store(root / "a").pixels
+    assert [i for i in rows if (out[i] != pixels[i]).any()] == expected.tolist()
+    corrupt_store(root / "store", root / "split.csv", root / "b", 4, scenario, seed=5)
+    assert np.array_equal(load_store(root / "b").pixels, out)
+
+
+def test_paper_rho_k_scenario_draws_one_fraction_per_client(store):
+    # "rho_k is randomly chosen in [0 %, 10 %, 30 %, 50 %] for each client k": every client,
+    # severity 3; of 4 images per subset round(rho x 4) = 0, 0, 1, 2 are corrupted
+    root, pixels, split = store
+    scenario = SCENARIOS["image_fractions"]
+    assert (scenario.ratio, scenario.severity) == (1.0, 3)
+    assert scenario.image_fraction == (0.0, 0.1, 0.3, 0.5)
+    record = corrupt_store(root / "store", root / "split.csv", root / "r", 4, scenario, seed=1)
+    fractions = {int(c): f for c, f in record["fractions"].items()}
+    assert set(fractions) == {0, 1, 2, 3} and set(fractions.values()) <= {0.0, 0.1, 0.3, 0.5}
+    assert fractions == client_fractions([0, 1, 2, 3], scenario.image_fraction, 1)
+    draws = {
+        f
+        for seed in range(20)
+        for f in client_fractions([0, 1, 2, 3], (0.0, 0.1, 0.3, 0.5), seed).values()
+    }
+    assert draws == {0.0, 0.1, 0.3, 0.5}
+    per_image = {0.0: 0, 0.1: 0, 0.3: 1, 0.5: 2}
+    changed = changed_subsets(root, "r", pixels, split)
+    for client, fraction in fractions.items():
+        assert changed[(client, "train")] == per_image[fraction]
+        assert changed[(client, "val")] == per_image[fraction]
+    as_list = {"ratio": 1.0, "severity": 3, "image_fraction": [0, 0.1, 0.3, 0.5]}
+    assert scenario_of(as_list).image_fraction == scenario.image_fraction
+    for bad in (1.5, [], [0.2, -1], "half", True):
+        with pytest.raises(BenchlibError, match="image_fraction"):
+            scenario_of({"ratio": 1.0, "severity": 3, "image_fraction": bad})
+
+
+def test_settings_key_names_resolved_settings_and_the_store_format(monkeypatch):
+    import benchlib.data.corruptions as corruptions
+
+    moderate = scenario_of("moderate")
+    key = settings_key(moderate, 10, 0)
+    explicit = {"ratio": 0.3, "severity": 4, "subsets": ["train", "val"], "image_fraction": 1}
+    assert settings_key(scenario_of(explicit), 10, 0) == key  # defaults filled in
+    others = [
+        settings_key(scenario_of({**explicit, "subsets": ["train"]}), 10, 0),
+        settings_key(scenario_of({**explicit, "image_fraction": 0.5}), 10, 0),
+        settings_key(moderate, 20, 0),
+        settings_key(moderate, 10, 1),
+    ]
+    assert len({key, *others}) == 5
+    monkeypatch.setattr(corruptions, "STORE_FORMAT", corruptions.STORE_FORMAT + 1)
+    assert settings_key(moderate, 10, 0) != key  # a code change that alters stores: new path
+    monkeypatch.undo()
+    with pytest.raises(SystemExit):
+        main(["corrupt", "--store", "s", "--split", "s.csv", "--out", "o", "--clients", "10",
+              "--scenario", "moderate", "--settings", "0123456789ab"])  # fmt: skip
+
+
+def test_corruption_after_whitening_keeps_its_contrast_change():
+    # paper order: patches are whitened when the dataset is prepared (Sec. 4.2.4), the clients'
+    # training images are corrupted in the FL simulation (Sec. 5.1.4): corrupting the whitened
+    # patch keeps the lowered contrast; whitening after it would normalise it away
+    from benchlib.data.patches import whiten
+
+    rng = np.random.default_rng(0)
+    patch = whiten(rng.integers(30, 230, (64, 64, 3), dtype=np.uint8))
+    assert abs(patch.astype(float).std() - 42.5) < 1.0
+    after = corrupt_image(patch, "contrast", 5, 0).astype(float)
+    assert after.std() < 0.3 * 42.5
+    before = whiten(
+        corrupt_image(rng.integers(30, 230, (64, 64, 3), dtype=np.uint8), "contrast", 5, 0)
+    )
+    assert abs(before.astype(float).std() - 42.5) < 1.5
+
+
+def test_image_fraction_as_a_corruption_grid_axis_value(tmp_path):
+    import yaml
+    from conftest import REPO
+
+    from benchlib.config import load_config
+    from benchlib.report.kinds.fedagain_fig13 import scenario_label
+
+    config = yaml.safe_load((REPO / "config" / "fedagain_demo.yaml").read_text())
+    config["reports"] = {}
+    half = {"ratio": 0.3, "severity": 3, "image_fraction": 0.5}
+    config["experiments"]["demo_corruption"]["axes"]["corruption"] = [half, "image_fractions"]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    loaded = load_config(path)
+    assert (
+        loaded.datasets["mnist5k_ls__corruption_image_fraction0p5_ratio0p3_severity3"]["corruption"]
+        == half
+    )
+    store, _ = loaded.cell_inputs("mnist5k_ls__corruption_imagefractions")
+    key = settings_key(SCENARIOS["image_fractions"], 10, 0)
+    assert store == f"results/corrupted/mnist5k_ls__corruption_imagefractions/{key}"
+    assert scenario_label(half) == "30%, s3, rho 50% of images"
+    assert scenario_label("image_fractions") == (
+        "Per-client image fractions (100%, s3, rho 0/10/30/50% of images)"
+    )

@@ -110,8 +110,9 @@ def test_fedagain_paper_targets_resolve_offline(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
     assert "results/downloads/cifar10/cifar-10-python.tar.gz" in out
-    assert "results/corrupted/mnist__clients_20/manifest.json" in out
+    assert "results/corrupted/mnist__clients_20/" in out  # .../<settings key>/manifest.json
     assert "results/data/kidney_a_mix/manifest.json" in out
+    assert "rule fetch_weights" in out and "results/weights/resnet18-f37072fd.pth" in out
 
 
 @pytest.mark.workflow
@@ -266,3 +267,57 @@ def test_bars_note_cells_whose_macro_scores_are_client_means(tmp_path):
     assert noted.startswith("s; macro scores of 1 cell(s) that recorded no class counts")
     accuracy_only = values[values["metric"] == "Accuracy"]
     assert with_weighted_note({**spec, "statistic": "s"}, accuracy_only)["statistic"] == "s"
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_changed_corruption_settings_build_a_new_store(tmp_path):
+    """A corrupted store's path names its resolved settings: another setting builds another
+    store (the old one is neither reused nor overwritten); the same settings spelled out with
+    their defaults reuse it."""
+    import yaml
+
+    from benchlib.data.corruptions import cell_store
+
+    base = yaml.safe_load((REPO / "config" / "fedagain_demo.yaml").read_text())
+    base["reports"] = {}
+    base["experiments"] = {"e": {**base["experiments"]["demo_corruption"], "axes": {}}}
+
+    def configure(name, corruption):
+        config = json.loads(json.dumps(base))
+        config["datasets"]["mnist5k_ls"]["corruption"] = corruption
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return str(path), cell_store(load_config(path), "mnist5k_ls") + "/manifest.json"
+
+    first, store = configure("a", {"ratio": 0.1, "severity": 3})
+    same, same_store = configure("b", {"ratio": 0.1, "severity": 3, "subsets": ["train", "val"]})
+    other, other_store = configure("c", {"ratio": 0.1, "severity": 3, "subsets": ["train"]})
+    assert same_store == store and other_store != store
+    done = snakemake(tmp_path, "--configfile", first, "--cores", "1", store)
+    assert done.returncode == 0, done.stderr[-2000:]
+    built = (tmp_path / store).stat().st_mtime_ns
+    assert json.loads((tmp_path / store).read_text())["corruption"]["subsets"] == ["train", "val"]
+    again = snakemake(tmp_path, "--configfile", same, "-n", same_store)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    done = snakemake(tmp_path, "--configfile", other, "--cores", "1", other_store)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "rule corrupt_store" in done.stdout + done.stderr
+    assert json.loads((tmp_path / other_store).read_text())["corruption"]["subsets"] == ["train"]
+    assert (tmp_path / store).stat().st_mtime_ns == built  # the first store is untouched
+
+
+def test_paper_config_resnet18_is_imagenet_pretrained_with_imagenet_statistics():
+    """Paper Sec. 4.2.5: ImageNet statistics "ensuring feature-scale consistency with pretrained
+    models" (docs/fedagain.md, issue 24.3): every FedAgain dataset's ResNet18 loads ImageNet
+    weights (fetch_weights rule) and its inputs get ImageNet's normalisation."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "config" / "paper" / "fedagain.yaml").read_text())
+    assert len(config["datasets"]) == 16
+    for name, dataset in config["datasets"].items():
+        assert dataset["model"] == {"name": "resnet18", "params": {"pretrained": True}}, name
+        assert dataset["transforms"]["normalize"] == {
+            "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]
+        }, name  # fmt: skip
+        assert dataset["training"]["lr"] == 0.01  # Sec. 5.1.1, not Algorithm 2's 0.001

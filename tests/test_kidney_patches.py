@@ -11,7 +11,7 @@ import pytest
 from conftest import ops_benchlib
 from PIL import Image
 
-from benchlib.data.patches import extract_patches, patch_grid, whiten
+from benchlib.data.patches import extract_patches, is_whole_patch, patch_grid, whiten
 from benchlib.data.registry import get_dataset
 from benchlib.data.store import load_store
 
@@ -127,3 +127,34 @@ def test_missing_local_copy_is_one_error_naming_the_key(tmp_path):
     assert "datasets.kidney_a_sur.params.path" in errors[0]
     assert "<view>/<train|test>/<class>/<image>.png" in errors[0]
     assert not (tmp_path / "s").exists()
+
+
+def test_mystone_255px_jpg_patches_are_one_patch_each_at_the_default_size(tmp_path):
+    # MyStone's published format (paper Table 1): MIX only, 255 x 255 JPG patches; the 256 px
+    # grid alone would give no patch and the prepare step would stop
+    rng = np.random.default_rng(5)
+    root = tmp_path / "mystone"
+    for split, n in (("train", 2), ("test", 1)):
+        for cls in ("Ia", "IIa", "IIIa"):
+            for i in range(n):
+                image = rng.integers(40, 220, size=(255, 255, 3), dtype=np.uint8)
+                write_image(root / "MIX" / split / cls / f"p{i}.jpg", image)
+    get_dataset("kidney_stones").prepare(tmp_path / "c", {"path": str(root), "view": "MIX"})
+    store = load_store(tmp_path / "c")
+    assert store.pixels.shape == (9, 256, 256, 3)
+    assert store.manifest["patches"] == {"test": 3, "train": 6}
+    assert store.index["sample_id"].str.endswith("@0,0").all()
+    # still whitened per channel: mean ~127.5, std ~42.5 after the 255 -> 256 resize
+    pixels = store.pixels.astype(np.float64)
+    assert np.abs(pixels.mean(axis=(1, 2)) - 127.5).max() < 1.0
+    assert np.abs(pixels.std(axis=(1, 2)) - 42.5).max() < 1.5
+
+
+def test_whole_patch_rule_and_its_mask_coverage():
+    assert is_whole_patch((255, 255, 3)) and is_whole_patch((256, 240))
+    assert not is_whole_patch((257, 255)) and not is_whole_patch((235, 256))
+    image = np.full((255, 255, 3), 100, np.uint8)
+    half = rect_mask(255, 255, 0, 255, 0, 128)  # 50.2 % stone < 0.9
+    assert extract_patches(image, half)[0].shape == (0, 256, 256, 3)
+    cut, corners = extract_patches(image, None, whitened=False)
+    assert corners == [(0, 0)] and cut.shape == (1, 256, 256, 3) and (cut == 100).all()

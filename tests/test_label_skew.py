@@ -67,3 +67,46 @@ def test_bad_parameters_are_named():
         partition("label-skew", labels, groups, 3, np.random.default_rng(0), {"primary": 3})
     with pytest.raises(Exception, match="unknown parameter 'alpha'"):
         check_partition_params("label-skew", {"alpha": 1})
+
+
+def _primary_shares(counts, assignment, num_clients):
+    labels = np.repeat(np.arange(len(counts)), counts)
+    clients = partition(
+        "label-skew", labels, np.array([""] * len(labels)), num_clients,
+        np.random.default_rng(0), {"assignment": assignment},
+    )  # fmt: skip
+    table = _counts(clients, labels, num_clients, len(counts))
+    stride = max(1, len(counts) // num_clients) if assignment == "cyclic" else 1
+    primary = [[(k * stride + j) % len(counts) for j in range(2)] for k in range(num_clients)]
+    shares = np.array([table[k, primary[k]].sum() / table[k].sum() for k in range(num_clients)])
+    return table, shares
+
+
+def test_five_clients_ten_classes_spread_primaries_exact_counts():
+    # K = 5 < C = 10: stride 2, client k's primaries are 2k, 2k + 1, each class primary on one
+    # client: 0.8 * 5000 = 4000 there, 0.2 * 5000 / 4 = 250 on each other client; a client holds
+    # 2 * 4000 + 8 * 250 = 10000 samples, 80 % of them primary (Eq. 14's aim).
+    table, shares = _primary_shares([5000] * 10, "cyclic", 5)
+    expected = np.full((5, 10), 250)
+    for k in range(5):
+        expected[k, 2 * k : 2 * k + 2] = 4000
+    assert (table == expected).all()
+    assert shares == pytest.approx([0.8] * 5)
+
+
+# MNIST's training-set class counts (torchvision), the paper's Figure 12/13 MNIST partitions
+MNIST_TRAIN = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+
+
+@pytest.mark.parametrize("num_clients", [5, 10, 20])
+def test_primary_share_near_eighty_percent_on_mnist_counts(num_clients):
+    _, shares = _primary_shares(MNIST_TRAIN, "cyclic", num_clients)
+    assert shares.min() > 0.786 and shares.max() < 0.812  # measured 78.7-81.1 % (docs)
+
+
+def test_adjacent_assignment_at_five_clients_keeps_the_old_low_shares():
+    # adjacent primaries {k, k+1}: classes 6-9 are primary nowhere (split equally), so a
+    # client's two primaries are only 43.6-53.3 % of its data (docs/fedagain.md)
+    _, shares = _primary_shares([5000] * 10, "adjacent", 5)
+    assert shares.min() == pytest.approx(0.436, abs=5e-4)
+    assert shares.max() == pytest.approx(0.533, abs=5e-4)

@@ -248,6 +248,13 @@ class Config:
 
         return cell_store(self, dataset), f"results/splits/{self.split_name(dataset)}.csv"
 
+    def corruption_json(self, dataset: str) -> str:
+        """The resolved corruption of ``dataset`` as canonical JSON (defaults filled in): the
+        parameter of rule ``corrupt_store``."""
+        from benchlib.data.corruptions import resolved_json, scenario_of
+
+        return resolved_json(scenario_of(self.datasets[dataset]["corruption"]))
+
     # ------------------------------------------------------------------ validation
     def _check_semantics(self) -> None:
         """Check every dataset and method entry against its declared parameters and fill in

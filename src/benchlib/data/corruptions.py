@@ -29,19 +29,26 @@ benchlib.data.corruptions bench`` prints the per-type table (cold first call vs 
 Command line (the Snakemake rule ``corrupt_store`` runs it)::
 
     python -m benchlib.data.corruptions corrupt --store S --split SPLIT.csv --out DIR \
-        --ratio 0.3 --severity 4 --seed 0 --clients 10 [--workers 2]
+        --scenario '{"ratio": 0.3, "severity": 4}' --seed 0 --clients 10 [--workers 2] \
+        [--settings KEY]
+
+Stale stores: a corrupted store lives under ``results/corrupted/<dataset>/<settings key>``
+(:func:`settings_key`: the resolved scenario, defaults included, clients, seed and
+:data:`STORE_FORMAT`), so changing a setting or a default yields a new path that Snakemake
+builds, and switching back reuses the old one.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import sys
 import time
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +92,15 @@ SUBSET_READINGS: tuple[tuple[str, ...], ...] = (("train", "val"), ("train",))
 
 @dataclass(frozen=True)
 class Scenario:
-    """A corruption setting: the fraction of corrupted clients, the severity (1..5) and the
-    corrupted clients' subsets that are corrupted (test data never is)."""
+    """A corruption setting: the fraction of corrupted clients, the severity (1..5), the
+    corrupted clients' subsets that are corrupted (test data never is) and ``image_fraction``,
+    the share rho_k of a corrupted client's images that are corrupted (paper Sec. 5.1.4): one
+    number for every client, or a tuple of values of which each client draws one (seeded)."""
 
     ratio: float
     severity: int
     subsets: tuple[str, ...] = SUBSET_READINGS[0]
+    image_fraction: float | tuple[float, ...] = 1.0
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -98,7 +108,12 @@ SCENARIOS: dict[str, Scenario] = {
     "light": Scenario(0.1, 3),
     "moderate": Scenario(0.3, 4),
     "heavy": Scenario(0.4, 5),
+    # Sec. 5.1.4: every client, rho_k drawn from {0, 10, 30, 50} %, the default severity 3
+    "image_fractions": Scenario(1.0, 3, image_fraction=(0.0, 0.1, 0.3, 0.5)),
 }
+KEYS = {"ratio", "severity", "subsets", "image_fraction"}
+# bump when the same settings would give a different store (forces a rebuild: new path)
+STORE_FORMAT = 2
 
 
 def scenario_of(value: str | dict[str, Any]) -> Scenario:
@@ -111,9 +126,9 @@ def scenario_of(value: str | dict[str, Any]) -> Scenario:
         )
         return SCENARIOS[value]
     require(
-        isinstance(value, dict)
-        and {"ratio", "severity"} <= set(value) <= {"ratio", "severity", "subsets"},
-        f"corruption {value!r} must be a scenario name or {{ratio, severity[, subsets]}}",
+        isinstance(value, dict) and {"ratio", "severity"} <= set(value) <= KEYS,
+        f"corruption {value!r} must be a scenario name or "
+        "{ratio, severity[, subsets, image_fraction]}",
     )
     ratio, severity = float(value["ratio"]), value["severity"]
     require(0.0 <= ratio <= 1.0, f"corruption ratio must be in [0, 1], got {ratio}")
@@ -130,7 +145,51 @@ def scenario_of(value: str | dict[str, Any]) -> Scenario:
         f"corruption subsets must be [train, val] (default: the client's local data) or [train] "
         f"(clean validation data), got {subsets!r}",
     )
-    return Scenario(ratio, int(severity), chosen[0])
+    return Scenario(ratio, int(severity), chosen[0], _image_fraction(value))
+
+
+def _image_fraction(value: dict[str, Any]) -> float | tuple[float, ...]:
+    """``image_fraction`` of a corruption mapping: a number or a non-empty list in [0, 1]."""
+    raw = value.get("image_fraction", 1.0)
+    values = raw if isinstance(raw, list | tuple) else [raw]
+    ok = bool(values) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1 for v in values
+    )
+    require(
+        ok,
+        f"corruption image_fraction must be a number in [0, 1] or a list of them (each "
+        f"corrupted client draws one), got {raw!r}",
+    )
+    return tuple(float(v) for v in values) if isinstance(raw, list | tuple) else float(raw)
+
+
+def resolved_json(scenario: Scenario) -> str:
+    """A scenario as canonical JSON with every default filled in (the workflow's rule
+    parameter: spelling a default out, or leaving it out, does not rerun the rule)."""
+    record = {
+        "ratio": scenario.ratio,
+        "severity": scenario.severity,
+        "subsets": list(scenario.subsets),
+        "image_fraction": scenario.image_fraction,
+    }
+    return json.dumps(record, sort_keys=True)
+
+
+def settings_key(scenario: Scenario, num_clients: int, seed: int) -> str:
+    """12 hex digits naming a corrupted store's settings (defaults filled in, plus
+    :data:`STORE_FORMAT`): a store built with other settings lives under another path, so a
+    changed setting or default makes Snakemake build a new one instead of reusing it."""
+    record = {
+        "format": STORE_FORMAT,
+        "ratio": scenario.ratio,
+        "severity": scenario.severity,
+        "subsets": list(scenario.subsets),
+        "image_fraction": scenario.image_fraction,
+        "clients": num_clients,
+        "seed": seed,
+    }
+    text = json.dumps(record, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 CORRUPTED_ROOT = "results/corrupted"
@@ -147,9 +206,13 @@ def corruption_of(dataset: dict[str, Any]) -> Scenario | None:
 
 def cell_store(config: Any, dataset: str) -> str:
     """The store directory the cells of ``dataset`` read: its corrupted copy when the entry
-    has a corruption (rule ``corrupt_store``), else its prepared store."""
-    if corruption_of(config.datasets[dataset]) is not None:
-        return f"{CORRUPTED_ROOT}/{dataset}"
+    has a corruption (rule ``corrupt_store``: ``results/corrupted/<dataset>/<settings key>``),
+    else its prepared store."""
+    entry = config.datasets[dataset]
+    scenario = corruption_of(entry)
+    if scenario is not None:
+        seed = int(entry.get("split", {}).get("seed", 0))
+        return f"{CORRUPTED_ROOT}/{dataset}/{settings_key(scenario, int(entry['clients']), seed)}"
     return f"results/data/{config.store_name(dataset)}"
 
 
@@ -158,6 +221,34 @@ def corrupted_clients(num_clients: int, ratio: float, seed: int) -> list[int]:
     count = int(np.floor(ratio * num_clients + 0.5))
     rng = numpy_rng(seed, "corruption/clients", num_clients)
     return sorted(int(c) for c in rng.permutation(num_clients)[:count])
+
+
+def client_fractions(
+    clients: list[int], image_fraction: float | tuple[float, ...], seed: int
+) -> dict[int, float]:
+    """rho_k of every corrupted client: the fixed fraction, or one value of the tuple drawn
+    per client with (seed, client)."""
+    if not isinstance(image_fraction, tuple):
+        return dict.fromkeys(clients, float(image_fraction))
+    return {
+        c: image_fraction[
+            int(numpy_rng(seed, "corruption/fraction", c).integers(len(image_fraction)))
+        ]
+        for c in clients
+    }
+
+
+def picked_rows(
+    rows: np.ndarray, fraction: float, seed: int, client: int, subset: str
+) -> np.ndarray:
+    """The store rows (sorted) of one client's subset that are corrupted: round(fraction x n)
+    (half up) of ``rows``, a seeded choice from (seed, client, subset) only."""
+    rows = np.sort(np.asarray(rows, dtype=np.int64))
+    count = int(np.floor(fraction * len(rows) + 0.5))
+    if count >= len(rows):
+        return rows
+    rng = numpy_rng(seed, f"corruption/images/{subset}", client)
+    return np.sort(rows[rng.permutation(len(rows))[:count]])
 
 
 def image_type(seed: int, client: int, row: int) -> int:
@@ -286,6 +377,7 @@ def corrupt_store(
     from benchlib.data.store import load_store, write_store
 
     subsets = scenario.subsets if subsets is None else tuple(subsets)
+    scenario = replace(scenario, subsets=subsets)
     require("test" not in subsets, "corruptions never touch test data")
     data = load_store(store_dir)
     require("pixels" in data.arrays, f"store {store_dir} holds no images; corruptions need images")
@@ -293,10 +385,13 @@ def corrupt_store(
     clients = corrupted_clients(num_clients, scenario.ratio, seed)
     row_of = pd.Series(np.arange(len(data.index)), index=data.index["sample_id"])
     chosen = split[split["client"].isin(clients) & split["subset"].isin(subsets)]
-    keys = sorted(
-        zip(chosen["client"].astype(int), row_of[chosen["sample_id"]].astype(int), strict=True),
-        key=lambda key: key[1],
-    )
+    fractions = client_fractions(clients, scenario.image_fraction, seed)
+    keys = []
+    for (client, subset), group in chosen.groupby(["client", "subset"], sort=True):
+        rows = row_of[group["sample_id"]].to_numpy()
+        picked = picked_rows(rows, fractions[int(client)], seed, int(client), str(subset))
+        keys += [(int(client), int(row)) for row in picked]
+    keys.sort(key=lambda key: key[1])
     pixels = np.array(data.pixels)  # a writable copy
     counts = dict.fromkeys(CORRUPTIONS, 0)
     for client, row in keys:
@@ -329,6 +424,9 @@ def corrupt_store(
         "num_clients": num_clients,
         "clients": clients,
         "subsets": list(subsets),
+        "image_fraction": scenario.image_fraction,
+        "fractions": {str(c): f for c, f in fractions.items()},
+        "settings": settings_key(scenario, num_clients, seed),
         "images": len(keys),
         "types": counts,
         "package": "imagecorruptions-imaug 1.1.5",
@@ -432,6 +530,7 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--scenario", required=True, help="name or JSON {ratio, severity[, subsets]}")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--workers", type=int, default=1)
+    c.add_argument("--settings", help="the expected settings key (the store's path component)")
     b = sub.add_parser("bench", help="seconds per image of every corruption type")
     b.add_argument("--size", type=int, default=32)
     b.add_argument("--severity", type=int, default=3)
@@ -446,10 +545,17 @@ def main(argv: list[str] | None = None) -> None:
                 value = json.loads(text)  # the workflow passes JSON ("light" or {...})
             except ValueError:
                 value = text
+            scenario = scenario_of(value)
+            key = settings_key(scenario, args.clients, args.seed)
+            require(
+                args.settings in (None, key),
+                f"corrupted store {args.out}: its path names settings {args.settings} but the "
+                f"config's corruption gives {key}; request the cell's store path "
+                "(benchlib.data.corruptions.cell_store) instead",
+            )
             corrupt_store(
-                args.store, args.split, args.out, args.clients, scenario_of(value), args.seed,
-                args.workers,
-            )  # fmt: skip
+                args.store, args.split, args.out, args.clients, scenario, args.seed, args.workers
+            )
         else:
             rows = benchmark(args.size, args.severity, args.repeats)
             print(format_benchmark(rows))

@@ -303,9 +303,11 @@ def _largest_remainder(quotas: np.ndarray, total: int) -> np.ndarray:
             "share of a class that goes to the clients it is primary on (Eq. 14)",
         ),
         "assignment": Param(
-            {"enum": ["cyclic", "random"]},
+            {"enum": ["cyclic", "adjacent", "random"]},
             "cyclic",
-            "primary classes: client k gets classes k, k+1, ... or a seeded random draw",
+            "primary classes: cyclic - client k gets classes k*s, k*s+1, ... with stride "
+            "s = max(1, C // K) (Eq. 14's share also for K < C); adjacent - stride 1 (the old "
+            "rule); random - a seeded draw per client",
         ),
         "min_size": MIN_SIZE,
     },
@@ -324,10 +326,13 @@ def label_skew_partition(
 
     Class c, primary on the clients P_c, is split so that each k in P_c gets
     ``share * |c| / |P_c|`` samples and every other client ``(1 - share) * |c| / (K - |P_c|)``.
-    Primary classes: ``cyclic`` gives client k the sorted classes k, k+1, ... (mod C);
-    ``random`` draws them per client without replacement. Quotas are rounded to integers by
-    largest remainder, so every sample of every class is assigned. A class that is primary
-    nowhere is split equally over all clients; one primary everywhere goes to all equally.
+    Primary classes: ``cyclic`` gives client k the classes ks, ks + 1, ... (mod C) with stride
+    s = max(1, C // K), so with fewer clients than classes the primaries spread over the classes
+    (every client keeps its ``share``; s = 1, adjacent classes, for K >= C); ``adjacent`` always
+    uses s = 1; ``random`` draws them per client without replacement. Quotas are rounded to
+    integers by largest remainder, so every sample of every class is assigned. A class that is
+    primary nowhere is split equally over all clients; one primary everywhere goes to all
+    equally.
     """
     classes = np.unique(labels)
     require(
@@ -335,8 +340,11 @@ def label_skew_partition(
         f"label-skew partition: partition.primary must be in 1..{len(classes) - 1} for "
         f"{len(classes)} classes, got {primary}",
     )
-    if assignment == "cyclic":
-        primaries = [{(k + j) % len(classes) for j in range(primary)} for k in range(num_clients)]
+    if assignment != "random":
+        stride = max(1, len(classes) // num_clients) if assignment == "cyclic" else 1
+        primaries = [
+            {(k * stride + j) % len(classes) for j in range(primary)} for k in range(num_clients)
+        ]
     else:
         primaries = [
             {int(c) for c in rng.choice(len(classes), size=primary, replace=False)}

@@ -13,7 +13,11 @@ overlapping by at most 20 px, and every patch is whitened per colour channel (Eq
   patches); the store keeps uint8 images, so the whitened values z are stored as
   ``clip(round(127.5 + 42.5 z), 0, 255)`` (+-3 sigma over the uint8 range) and the dataset's
   ``transforms.normalize`` (ImageNet statistics, paper Sec. 4.2.5) applies on top as usual.
-  ``whiten: false`` keeps the raw pixels.
+  ``whiten: false`` keeps the raw pixels;
+- images that are already patches: an image no larger than ``size`` whose shorter side is at
+  least ``size - max_overlap`` (MyStone's published patches are 255 x 255 JPGs, paper Table 1)
+  is one patch, resized to ``size`` (bilinear) when smaller, kept when its whole mask has
+  ``min_coverage``; the 256 px grid would give it no patch at all.
 """
 
 from __future__ import annotations
@@ -49,6 +53,22 @@ def patch_grid(
     return kept
 
 
+def is_whole_patch(shape: tuple[int, ...], size: int = 256, max_overlap: int = 20) -> bool:
+    """Whether an image of ``shape`` is itself one patch (no side above ``size``, none below
+    ``size - max_overlap``), e.g. MyStone's 255 px patches for the 256 px default."""
+    h, w = shape[:2]
+    return max(h, w) <= size and min(h, w) >= size - max_overlap
+
+
+def _resized(image: np.ndarray, size: int) -> np.ndarray:
+    """``image`` [H, W, 3] uint8 bilinearly resized to size x size (unchanged if already)."""
+    if image.shape[:2] == (size, size):
+        return image
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(image).resize((size, size), Image.Resampling.BILINEAR))
+
+
 def whiten(patch: np.ndarray) -> np.ndarray:
     """Per-channel whitening of one uint8 patch [H, W, C] (Eq. 12), stored back as uint8."""
     x = patch.astype(np.float64)
@@ -71,8 +91,13 @@ def extract_patches(
     if mask is None:
         mask = np.ones(image.shape[:2], dtype=np.uint8)
     require(mask.shape[:2] == image.shape[:2], "a mask must have its image's height and width")
-    corners = patch_grid(mask, size, max_overlap, min_coverage)
-    patches = [image[t : t + size, left : left + size] for t, left in corners]
+    if is_whole_patch(image.shape, size, max_overlap):
+        covered = float((mask != 0).mean()) >= min_coverage - 1e-9
+        corners = [(0, 0)] if covered else []
+        patches = [_resized(image, size)] if covered else []
+    else:
+        corners = patch_grid(mask, size, max_overlap, min_coverage)
+        patches = [image[t : t + size, left : left + size] for t, left in corners]
     if whitened:
         patches = [whiten(p) for p in patches]
     out = np.stack(patches) if patches else np.zeros((0, size, size, 3), np.uint8)

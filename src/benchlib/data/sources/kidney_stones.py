@@ -12,8 +12,9 @@ the class folder names, sorted (or ``params.classes`` in that order).
 
 Every image is cut into patches by :mod:`benchlib.data.patches` (256 px, <= 20 px overlap, from
 the stone region, per-channel whitening; ``patch_size``, ``max_overlap``, ``min_coverage`` and
-``whiten`` in params). An image of exactly the patch size is one patch (already-cut patch sets
-such as the published MyStone patches). Every patch keeps its image's split (the source's
+``whiten`` in params). An image that is already a patch (sides between patch_size - max_overlap
+and patch_size: MyStone's published 255 x 255 JPG patches, paper Table 1) is one patch, resized
+to patch_size. Every patch keeps its image's split (the source's
 train/test: no image contributes to both) and its image id as ``group``.
 """
 

@@ -42,18 +42,29 @@ WEIGHTED_NOTE = (
     "; macro scores of {cells} cell(s) that recorded no class counts (older runs): the "
     "test-size-weighted mean of the clients' macro scores"
 )
-SCENARIO_LABELS = {"none": "Clean", "light": "Light", "moderate": "Moderate", "heavy": "Heavy"}
+SCENARIO_LABELS = {
+    "none": "Clean",
+    "light": "Light",
+    "moderate": "Moderate",
+    "heavy": "Heavy",
+    "image_fractions": "Per-client image fractions",
+}
 
 
 def scenario_label(value: Any) -> str:
     """``light`` -> ``Light (10%, s3)``; ``{ratio, severity}`` -> ``30%, s3`` (``30%, s3, train
-    only`` for the reading that leaves validation data clean)."""
+    only`` for the reading that leaves validation data clean; ``, rho 50% of images`` or ``, rho
+    0/10/30/50% of images`` for a per-client image fraction)."""
     from benchlib.data.corruptions import scenario_of
 
     scenario = scenario_of(value)
     share = f"{scenario.ratio * 100:g}%, s{scenario.severity}"
     if scenario.subsets == ("train",):
         share += ", train only"
+    fraction = scenario.image_fraction
+    if fraction != 1.0:
+        values = fraction if isinstance(fraction, tuple) else (fraction,)
+        share += ", rho " + "/".join(f"{v * 100:g}" for v in values) + "% of images"
     if isinstance(value, str) and value != "none":
         return f"{SCENARIO_LABELS[value]} ({share})"
     return SCENARIO_LABELS["none"] if value == "none" else share
