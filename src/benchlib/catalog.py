@@ -176,7 +176,18 @@ for _name, _entry in {
             "clusters": {"type": "integer", "minimum": 0},
             "embedding_last": {"type": "integer", "minimum": 0},
             "loss_subset": {"enum": ["train", "val"]},
-            "normalized_betweenness": {"type": "boolean"},
+            "normalized_betweenness": {
+                "type": "boolean",
+                "default": False,
+                "description": "betweenness divided by (n-1)(n-2)/2 (networkx's default); "
+                "false: the paper's unnormalised sum (Sec. 3.2)",
+            },
+            "local_step_scale": {
+                "type": "boolean",
+                "default": True,
+                "description": "dual step tau * lr_lambda * lr_decay^(t+1), tau the mean local "
+                "steps of the round's clients (DRFA's schedule); false drops tau",
+            },
         },
     ),
 }.items():

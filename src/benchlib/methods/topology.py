@@ -137,6 +137,26 @@ def floor_weights(weights: np.ndarray, floor: float) -> np.ndarray:
     return out / out.sum()
 
 
+def dual_step_size(gamma: float, decay: float, round_index: int, local_steps: float = 1.0) -> float:
+    """The dual step of DRFA and TFL in round ``round_index`` (0-based): tau * gamma_s with
+    gamma_s = gamma * decay^(s+1) (DRFA's lambda <- Pi(lambda + tau gamma v); the authors
+    multiply gamma by ``decay`` at the start of every round) and tau = ``local_steps``, the
+    mean number of local SGD steps of the round's clients (DRFA's tau)."""
+    require(local_steps >= 0, f"local_steps must be >= 0, got {local_steps}")
+    return float(local_steps) * float(gamma) * float(decay) ** (round_index + 1)
+
+
+class StepCounter:
+    """A loss hook (adds 0) that counts a client's local steps (tau of the dual step)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, model: torch.nn.Module) -> torch.Tensor:
+        self.calls += 1
+        return torch.zeros((), device=next(model.parameters()).device)
+
+
 def dual_step(
     weights: np.ndarray,
     losses: np.ndarray,
