@@ -179,8 +179,9 @@ for _name, _entry in {
             "normalized_betweenness": {
                 "type": "boolean",
                 "default": False,
-                "description": "betweenness divided by (n-1)(n-2)/2 (networkx's default); "
-                "false: the paper's unnormalised sum (Sec. 3.2)",
+                "description": "betweenness and current-flow betweenness divided by "
+                "(n-1)(n-2)/2 (networkx's normalisation); false: the paper's unnormalised sum "
+                "(Sec. 3.2)",
             },
             "local_step_scale": {
                 "type": "boolean",
