@@ -49,6 +49,7 @@ def table_spec(tmp_path: Path, values: dict[str, list[tuple[list, list]]]) -> tu
         ],
         "columns": "methods",
         "average": False,
+        "pooling": "clients",  # these files hold per-client values only
         "cells": cells,
         "title": "T",
         "caption_note": "",
