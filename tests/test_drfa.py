@@ -133,3 +133,51 @@ def test_state_round_trip_and_bad_variant():
     assert np.allclose(other.weights, [0.2, 0.3, 0.5]) and other.summary() == method.summary()
     with pytest.raises(BenchlibError, match="variant"):
         build_method("drfa", {"variant": "fedtorch"})
+
+
+def test_tfl_with_q_zero_takes_drfas_lambda_step():
+    """Issue 24 item 9: one dual step size for both (tau * gamma * decay^(s+1)). TFL with q = 0
+    (prior never learned: uniform) and DRFA with U = every client see the same losses and
+    local steps, so their lambdas agree round after round."""
+    from benchlib.methods.tfl import TFL
+
+    losses = {0: 0.2, 1: 0.5, 2: 0.9, 3: 0.4}
+    drfa = DRFA(gamma=0.1, gamma_decay=0.9, dual_clients=4)
+    tfl = TFL(q=0.0, lr_lambda=0.1, lr_decay=0.9, update_every=100)
+    for method in (drfa, tfl):
+        method.setup(4, 10, seed=5)
+    for r in range(3):
+        for method in (drfa, tfl):
+            method.participants(r, [0, 1, 2, 3], np.random.default_rng(r))
+            method._counts = {c: 1 for c in range(4)}
+            run_round(method, FakeTraining(losses, steps=5), [0, 1, 2, 3], round=r)
+    assert np.allclose(tfl.summary()["lambda"], drfa.summary()["lambda"], atol=1e-12)
+    # round 0 by hand: lambda + 5 * 0.1 * 0.9 * loss, projected, floored
+    lam = project_simplex(np.full(4, 0.25) + 5 * 0.09 * np.array([0.2, 0.5, 0.9, 0.4]))
+    lam = np.maximum(lam, 1e-3) / np.maximum(lam, 1e-3).sum()
+    assert np.allclose(tfl.summary()["lambda"][0], lam, atol=1e-6)
+    # without local_step_scale TFL drops tau (the former schedule): a smaller step
+    plain = TFL(q=0.0, update_every=100, local_step_scale=False)
+    plain.setup(4, 10, seed=5)
+    plain.participants(0, [0, 1, 2, 3], np.random.default_rng(0))
+    plain._counts = {c: 1 for c in range(4)}
+    run_round(plain, FakeTraining(losses, steps=5), [0, 1, 2, 3])
+    lam = project_simplex(np.full(4, 0.25) + 0.09 * np.array([0.2, 0.5, 0.9, 0.4]))
+    assert np.allclose(plain.summary()["lambda"][0], lam, atol=1e-6)
+
+
+def test_dual_set_holds_m_clients_even_when_one_client_was_drawn():
+    """Issue 24 (Table 4 diagnosis): U holds m clients (m = N by default), however few distinct
+    clients the draws by lambda hit. Before, |U| was the distinct participants: with lambda on
+    one client, U was one random client and v = N * its loss took all the mass."""
+    method = DRFA(gamma=0.1, gamma_decay=1.0)
+    method.setup(4, 10, seed=1)
+    method.participants(0, [0, 1, 2, 3], np.random.default_rng(0))
+    method._counts = {2: 4}  # all four draws hit client 2
+    losses = {0: 0.3, 1: 0.1, 2: 0.2, 3: 0.4}
+    training = FakeTraining(losses, steps=2)
+    run_round(method, training, [2])
+    assert sorted(c for c, _ in training.evaluated) == [0, 1, 2, 3]
+    # v = (4/4) loss on every client; step tau * gamma = 2 * 0.1
+    lam = project_simplex(np.full(4, 0.25) + 0.2 * np.array([0.3, 0.1, 0.2, 0.4]))
+    assert np.allclose(method.summary()["lambda"][0], lam, atol=1e-9)

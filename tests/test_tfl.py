@@ -40,16 +40,23 @@ class FakeTraining:
     """Records training calls; evaluate_loss returns fixed per-client losses."""
 
     def __init__(
-        self, losses: dict[int, float], numels: tuple[int, ...] = (2,), layout: Any = None
+        self,
+        losses: dict[int, float],
+        numels: tuple[int, ...] = (2,),
+        layout: Any = None,
+        steps: int = 1,
     ) -> None:
         self.losses = losses
+        self.steps = steps  # local steps: calls of the loss hook per train()
         self.layout = FakeLayout(numels) if layout is None else layout
         self.models: list[Any] = [None] * (max(losses) + 1)
         self.trained: list[int] = []
         self.evaluated: list[tuple[int, list[float], str]] = []
 
-    def train(self, client: int, **_: Any) -> None:
+    def train(self, client: int, loss_hook: Any = None, **_: Any) -> None:
         self.trained.append(client)
+        for _ in range(self.steps if loss_hook is not None else 0):
+            assert float(loss_hook(torch.nn.Linear(1, 1))) == 0.0
 
     def evaluate_loss(self, client: int, vector: torch.Tensor, subset: str = "val") -> float:
         self.evaluated.append((client, vector.tolist(), subset))

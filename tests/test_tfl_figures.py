@@ -268,10 +268,13 @@ def test_current_flow_centrality_by_hand():
     from benchlib.methods.topology import centrality
 
     # a 4-cycle: for node 2, pair (0, 3) sends 1/2 of its current through it, the adjacent pairs
-    # (0, 1) and (1, 3) 1/4 each (the long way round has resistance 3 against 1): 1 in all;
-    # scaled by 2 / ((n - 1)(n - 2)) = 1/3. Shortest paths give only 1/2 -> 1/6.
+    # (0, 1) and (1, 3) 1/4 each (the long way round has resistance 3 against 1): 1 in all,
+    # unnormalised as the paper's betweenness (issue 24 item 13); normalised by
+    # 2 / ((n - 1)(n - 2)) = 1/3. Shortest paths give only 1/2 -> 1/6.
     cycle = np.array([[0, 1, 1, 0], [1, 0, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]])
-    np.testing.assert_allclose(centrality(cycle, "current_flow"), [1 / 3] * 4)
+    np.testing.assert_allclose(centrality(cycle, "current_flow"), [1.0] * 4)
+    flow = centrality(cycle, "current_flow", normalized_betweenness=True)
+    np.testing.assert_allclose(flow, [1 / 3] * 4)
     normalised = centrality(cycle, "betweenness", normalized_betweenness=True)
     np.testing.assert_allclose(normalised, [1 / 6] * 4)
     # the paper's unnormalised betweenness (the TFL default): pairs (0, 3) and (1, 2) split
@@ -280,7 +283,13 @@ def test_current_flow_centrality_by_hand():
     # disconnected: the path 0-1-2 and an isolated node 3 (per component, the whole graph's n)
     path = np.zeros((4, 4), dtype=int)
     path[0, 1] = path[1, 0] = path[1, 2] = path[2, 1] = 1
-    np.testing.assert_allclose(centrality(path, "current_flow"), [0, 1 / 3, 0, 0])
+    np.testing.assert_allclose(centrality(path, "current_flow"), [0, 1, 0, 0])
+    normalised = centrality(path, "current_flow", normalized_betweenness=True)
+    np.testing.assert_allclose(normalised, [0, 1 / 3, 0, 0])
+    # a star of 4: each of the 3 leaf pairs sends its whole current through the centre
+    star = np.zeros((4, 4), dtype=int)
+    star[0, 1:] = star[1:, 0] = 1
+    np.testing.assert_allclose(centrality(star, "current_flow"), [3, 0, 0, 0])
     np.testing.assert_allclose(centrality(np.zeros((2, 2), dtype=int), "current_flow"), [0, 0])
     assert TFL(centrality="current_flow").centrality == "current_flow"
 

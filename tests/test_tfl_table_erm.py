@@ -146,9 +146,10 @@ def test_table2_best_round_columns_by_hand(tmp_path):
 
 
 def test_final_values_with_a_centralized_group(tmp_path):
-    """Without best_round: the final held-out values, ERM in its own group, one column each."""
+    """Without best_round: the final held-out values (client means), ERM in its own group, one
+    column each."""
     cells, inputs = write_cells(tmp_path)
-    spec = table2_spec(cells, best_round=False, transmissions={})
+    spec = table2_spec(cells, best_round=False, transmissions={}, pooling="clients")
     text = render(spec, inputs, tmp_path)
     # final rounds: erm 0.70, 0.90; fedavg 0.65, 0.63; tfl 0.60, 0.50
     assert r"OOF & 80.0 $\pm$ 10.0 & 64.0 $\pm$ 1.0 & 55.0 $\pm$ 5.0 \\" in text

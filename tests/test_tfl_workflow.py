@@ -49,6 +49,7 @@ def table_spec(tmp_path: Path, values: dict[str, list[tuple[list, list]]]) -> tu
         ],
         "columns": "methods",
         "average": False,
+        "pooling": "clients",  # these files hold per-client values only
         "cells": cells,
         "title": "T",
         "caption_note": "",
@@ -117,6 +118,26 @@ def test_default_config_has_the_tfl_tables():
     assert (officehome["model"]["name"], officehome["training"]["batch_size"]) == ("resnet50", 64)
     for dataset in ("tfl_pacs__held_out_0_1_2_3_4", "tfl_officehome__held_out_0_1_2_3_4"):
         assert config.datasets[dataset]["model"]["params"]["pretrained"] is True  # ImageNet
+
+
+def test_fedsr_z_dim_per_backbone_and_the_quoted_tables_8_and_9():
+    """Issue 24 item 11: FedSR's z_dim is the width its head reads (ResNet18 512, ResNet50
+    2048); Table 8 quotes the paper's f = 5 run (58.28); Table 9 quotes the paper's numbers."""
+    config = Config(load_paper_config())
+    table9 = config.reports["tfl_table9"].spec
+    fedsr9 = [m for m, _ in table9["methods"] if m.startswith("fedsr")]
+    assert [config.methods[m]["params"]["z_dim"] for m in fedsr9] == [2048]
+    assert config.methods["fedsr"]["params"]["z_dim"] == 512  # PACS: ResNet18
+    quoted = table9["quoted"]
+    assert quoted["A"] == {"fedavg": 24.10, "fedprox": 23.16, "drfa": 25.29, fedsr9[0]: 23.51,
+                           "tfl": 26.37}  # fmt: skip
+    assert [quoted[d]["tfl"] for d in "CPR"] == [24.47, 43.96, 44.74]
+    assert [quoted[d]["fedavg"] for d in "CPR"] == [23.16, 40.19, 43.47]
+    table8 = config.reports["tfl_table8"].spec
+    f5 = [m for m, label in table8["methods"] if label == "f = 5"]
+    assert len(f5) == 1 and config.methods[f5[0]]["params"] == {"update_every": 5}
+    assert table8["quoted"]["A (OOF)"][f5[0]] == 58.28
+    assert table8["quoted"]["A (OOF)"]["tfl"] == 59.05
 
 
 TINY = {

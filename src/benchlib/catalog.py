@@ -237,7 +237,16 @@ for _name, _entry in {
         embedding_last=Param(COUNT, 0, "use only the last N parameter tensors (Table 7); 0 = all"),
         loss_subset=Param({"enum": ["train", "val"]}, "train", "local data of the dual losses l_k"),
         normalized_betweenness=Param(
-            BOOLEAN, False, "divide betweenness by (n-1)(n-2)/2 (networkx's default)"
+            BOOLEAN,
+            False,
+            "betweenness and current-flow betweenness divided by (n-1)(n-2)/2 (networkx's "
+            "normalisation); false: the paper's unnormalised sum (Sec. 3.2)",
+        ),
+        local_step_scale=Param(
+            BOOLEAN,
+            True,
+            "dual step tau * lr_lambda * lr_decay^(t+1), tau the mean local steps of the "
+            "round's clients (DRFA's schedule); false drops tau",
         ),
     ),
 }.items():

@@ -97,6 +97,12 @@ class TrainingSettings:
         "segmentation - keep the predicted class maps of this many test samples per client in "
         "metrics.json",
     )
+    held_out_rows: str = _setting(
+        {"enum": ["all", "test"]},
+        "all",
+        "the rows held-out clients (which never train) are scored on - all: all of their data, "
+        "every row being unseen; test: their test subset only, as federation clients",
+    )
     round_metrics: Sequence[str] = _setting(
         {"type": "array", "items": {"type": "string"}},
         [],

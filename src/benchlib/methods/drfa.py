@@ -10,11 +10,13 @@ min_w max_{lambda in simplex} sum_i lambda_i f_i(w). Each round s:
    replacement) and the model is the plain mean of the m returned models (draw counts as
    weights); ``authors`` - clients sampled uniformly (without replacement) and the server step
    w <- w - sum_i lambda_i (N/m) (w - w_i) of the authors' code;
-3. the snapshot w' = uniform mean of the t'-iterates; a fresh uniform set U of clients
-   evaluates f_i(w') (the mean training loss), v_i = (N/|U|) f_i on U, 0 elsewhere;
+3. the snapshot w' = uniform mean of the t'-iterates; a fresh uniform set U of m clients
+   (``dual_clients``, default m = ``clients_per_round``, default N: every client) evaluates
+   f_i(w') (the mean training loss), v_i = (N/|U|) f_i on U, 0 elsewhere;
 4. lambda <- Pi(lambda + tau gamma_s v), Euclidean simplex projection, entries <= 1e-3 raised to
    1e-3 and renormalised; gamma_s = gamma * decay^(s+1) (the authors multiply gamma by 0.9 at
-   the start of every round; default gamma 0.1).
+   the start of every round; default gamma 0.1), tau the mean local steps of the round's
+   clients (:func:`~benchlib.methods.topology.dual_step_size`, TFL's step too).
 
 lambda starts uniform (the authors start proportional to training-set sizes, equal for the
 evenly split clients of the TFL benchmarks). lambda per round is recorded in metrics.json.
@@ -37,7 +39,7 @@ from benchlib.methods.base import (
     sample_clients,
 )
 from benchlib.methods.tfl import draw_counts
-from benchlib.methods.topology import dual_step
+from benchlib.methods.topology import dual_step, dual_step_size
 from benchlib.seeding import numpy_rng
 
 
@@ -147,16 +149,18 @@ class DRFA(StarMethod):
             steps.append(hook.calls if hook is not None else 1)
         snapshot = torch.stack(snapshots).mean(dim=0)
         n = len(self.federation)
-        size = min(self.dual_clients or len(info.participants), n)
+        # |U| = m, the clients sampled per round (DRFA's Algorithm: U holds m clients), not
+        # the distinct clients drawn: with draws by lambda, those shrink to 1 as lambda
+        # concentrates and N / |U| would then put all the mass on one random client
+        size = min(self.dual_clients or self.clients_per_round or n, n)
         rng = numpy_rng(self.seed, "drfa/dual", info.round)
         chosen = sample_clients(np.ones(n), size, rng)
         v = np.zeros(n)
         for i in chosen:
             loss = self._training.evaluate_loss(self.federation[i], snapshot, "train")
             v[i] = (n / size) * (loss if np.isfinite(loss) else 0.0)
-        tau = float(np.mean(steps))
-        gamma = self.gamma * self.gamma_decay ** (info.round + 1)
-        self.weights = dual_step(self.weights, v, tau * gamma, floor=self.floor)
+        step = dual_step_size(self.gamma, self.gamma_decay, info.round, float(np.mean(steps)))
+        self.weights = dual_step(self.weights, v, step, floor=self.floor)
         self.lambda_history.append([round(float(x), 6) for x in self.weights])
 
     def state_dict(self) -> dict[str, Any]:

@@ -21,10 +21,12 @@ node embedding is its parameters: the transmitted vector's float buffers (BatchN
 statistics) are left out (:func:`~benchlib.methods.base.parameter_mask`). Variants:
 ``clusters`` > 0 is the KMeans-clustered topology (Table 6), ``embedding_last`` > 0 uses only the
 model's last parameter tensors (e.g. 2 = the last layer's weight and bias; Table 7). The dual step
-size eta_t = lr_lambda * lr_decay^(t+1) follows the DRFA authors' schedule (TFL does not state
-its own). Each topology update and lambda per round are recorded in metrics.json
-(``method_summary``), and the raw pairwise similarities of the clients' final models under every
-measure (``similarities``, TFL Figure 4).
+size is DRFA's (TFL states none): eta_t = tau * lr_lambda * lr_decay^(t+1), tau the mean local
+steps of the round's clients, so that TFL with q = 0 (or a uniform prior at a uniform lambda)
+takes exactly DRFA's lambda step on the same losses; ``local_step_scale: false`` drops tau. Each
+topology update and lambda per round are recorded in metrics.json (``method_summary``), and the
+raw pairwise similarities of the clients' final models under every measure (``similarities``,
+TFL Figure 4).
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ from benchlib.methods.base import (
 from benchlib.methods.topology import (
     CENTRALITIES,
     SIMILARITIES,
+    StepCounter,
     dual_step,
+    dual_step_size,
     learn_topology,
     similarity_matrix,
 )
@@ -94,6 +98,7 @@ class TFL(StarMethod):
         embedding_last: int = 0,
         loss_subset: str = "train",
         normalized_betweenness: bool = False,
+        local_step_scale: bool = True,
     ) -> None:
         require(similarity in SIMILARITIES, f"tfl: similarity must be one of {SIMILARITIES}")
         require(centrality in CENTRALITIES, f"tfl: centrality must be one of {CENTRALITIES}")
@@ -112,6 +117,8 @@ class TFL(StarMethod):
         self.embedding_last = int(embedding_last)
         self.loss_subset = loss_subset
         self.normalized_betweenness = bool(normalized_betweenness)
+        self.local_step_scale = bool(local_step_scale)
+        self._steps: dict[int, StepCounter] = {}
         self._training: TrainingContext | None = None
         self._counts: dict[int, int] = {}
         self._columns: torch.Tensor | None = None  # bool [d]: the node-embedding entries
@@ -141,6 +148,7 @@ class TFL(StarMethod):
         m = self.clients_per_round or len(self.federation)
         counts = draw_counts(self.weights, m, rng)
         self._counts = {self.federation[i]: int(c) for i, c in enumerate(counts) if c > 0}
+        self._steps = {}
         return sorted(self._counts)
 
     def train_client(self, training: TrainingContext, client: int, round: int) -> None:
@@ -148,7 +156,9 @@ class TFL(StarMethod):
         if self._columns is None:
             mask = parameter_mask(training, client)
             self._columns = embedding_columns(mask, training.layout.numels, self.embedding_last)
-        training.train(client)
+        counter = StepCounter()
+        self._steps[client] = counter
+        training.train(client, loss_hook=counter)
 
     def embedding(self, vectors: torch.Tensor) -> torch.Tensor:
         """The part of each model vector used as its node embedding: the parameter entries
@@ -168,8 +178,16 @@ class TFL(StarMethod):
         self._remember(received, info.participants)
         if (info.round + 1) % self.update_every == 0 and self.seen.sum() >= 2:
             self._update_topology(info.round)
-        self._update_weights(new_global, info.round)
+        self._update_weights(new_global, info.round, self._local_steps(info.participants))
         return new_global
+
+    def _local_steps(self, participants: list[int]) -> float:
+        """tau of the dual step: the participants' mean local steps (1 without
+        ``local_step_scale``; a participant that did not train counts 1, as in DRFA)."""
+        if not self.local_step_scale:
+            return 1.0
+        counters = [self._steps.get(c) for c in participants]
+        return float(np.mean([1 if k is None else k.calls for k in counters]))
 
     # ------------------------------------------------------------------ topology + lambda
     def _remember(self, received: torch.Tensor, participants: list[int]) -> None:
@@ -202,14 +220,14 @@ class TFL(StarMethod):
         record["prior_all"] = [round(float(x), 6) for x in self.prior]
         self.topology_history.append(record)
 
-    def _update_weights(self, new_global: torch.Tensor, round_index: int) -> None:
+    def _update_weights(self, new_global: torch.Tensor, round_index: int, tau: float) -> None:
         require(self._training is not None, "tfl: no client trained before aggregation")
         assert self._training is not None
         losses = np.array(
             [self._training.evaluate_loss(c, new_global, self.loss_subset) for c in self.federation]
         )
         losses = np.nan_to_num(losses, nan=0.0, posinf=0.0)
-        step = self.lr_lambda * self.lr_decay ** (round_index + 1)
+        step = dual_step_size(self.lr_lambda, self.lr_decay, round_index, tau)
         self.weights = dual_step(self.weights, losses, step, self.prior, self.q, self.floor)
         self.lambda_history.append([round(float(x), 6) for x in self.weights])
 

@@ -8,7 +8,8 @@ are not on a 0-1 scale; Figure 4 of the paper normalises scores to [0, 1] the sa
 unweighted for centrality (networkx defaults). Betweenness is the paper's (Sec. 3.2)
 c_k = sum over pairs s != k != t of sigma_st(k) / sigma_st, each unordered pair counted once
 (networkx ``normalized=False``); ``normalized_betweenness`` divides it by (n-1)(n-2)/2, networkx's
-default, which keeps c in [0, 1] and the softmax prior close to uniform.
+default, which keeps c in [0, 1] and the softmax prior close to uniform. Current-flow
+betweenness (Table 10) follows the same rule: unnormalised unless ``normalized_betweenness``.
 """
 
 from __future__ import annotations
@@ -76,10 +77,11 @@ def _eigenvector(graph) -> dict[int, float]:
     return nx.eigenvector_centrality_numpy(graph)
 
 
-def _current_flow(graph) -> dict[int, float]:
+def _current_flow(graph, normalized: bool = False) -> dict[int, float]:
     """Current-flow betweenness (networkx; defined on connected graphs): computed on every
-    connected component of 3 or more nodes (other nodes 0), then scaled by 2 / ((n-1)(n-2)) over
-    the whole graph's n, as networkx normalises shortest-path betweenness."""
+    connected component of 3 or more nodes (other nodes 0), unnormalised (each unordered pair's
+    current through the node, summed, as the paper's betweenness); ``normalized`` scales it by
+    2 / ((n-1)(n-2)) over the whole graph's n, as networkx normalises betweenness."""
     import networkx as nx
 
     n = graph.number_of_nodes()
@@ -88,6 +90,8 @@ def _current_flow(graph) -> dict[int, float]:
         if len(nodes) >= 3:
             part = nx.current_flow_betweenness_centrality(graph.subgraph(nodes), normalized=False)
             values.update(part)
+    if not normalized:
+        return values
     scale = 2.0 / ((n - 1) * (n - 2)) if n > 2 else 0.0
     return {node: value * scale for node, value in values.items()}
 
@@ -101,7 +105,7 @@ def _centrality_functions(normalized_betweenness: bool = False) -> dict[str, Cal
         "closeness": nx.closeness_centrality,
         "eigenvector": _eigenvector,
         "pagerank": lambda g: nx.pagerank(g, alpha=0.85),
-        "current_flow": _current_flow,
+        "current_flow": lambda g: _current_flow(g, normalized_betweenness),
     }
 
 
@@ -109,7 +113,8 @@ def centrality(
     adjacency: np.ndarray, kind: str = "betweenness", normalized_betweenness: bool = False
 ) -> np.ndarray:
     """Centrality of every node of the unweighted graph ``adjacency`` (networkx); betweenness
-    unnormalised (the TFL paper's c_k) unless ``normalized_betweenness``."""
+    and current-flow betweenness unnormalised (the TFL paper's c_k) unless
+    ``normalized_betweenness``."""
     require(kind in CENTRALITIES, f"unknown centrality {kind!r}; choose from {CENTRALITIES}")
     values = _centrality_functions(normalized_betweenness)[kind](_graph(adjacency))
     return np.array([float(values[i]) for i in range(len(adjacency))], dtype=np.float64)
@@ -135,6 +140,26 @@ def floor_weights(weights: np.ndarray, floor: float) -> np.ndarray:
     """Entries <= ``floor`` raised to ``floor``, then renormalised (the DRFA authors' code)."""
     out = np.where(weights <= floor, floor, weights)
     return out / out.sum()
+
+
+def dual_step_size(gamma: float, decay: float, round_index: int, local_steps: float = 1.0) -> float:
+    """The dual step of DRFA and TFL in round ``round_index`` (0-based): tau * gamma_s with
+    gamma_s = gamma * decay^(s+1) (DRFA's lambda <- Pi(lambda + tau gamma v); the authors
+    multiply gamma by ``decay`` at the start of every round) and tau = ``local_steps``, the
+    mean number of local SGD steps of the round's clients (DRFA's tau)."""
+    require(local_steps >= 0, f"local_steps must be >= 0, got {local_steps}")
+    return float(local_steps) * float(gamma) * float(decay) ** (round_index + 1)
+
+
+class StepCounter:
+    """A loss hook (adds 0) that counts a client's local steps (tau of the dual step)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, model: torch.nn.Module) -> torch.Tensor:
+        self.calls += 1
+        return torch.zeros((), device=next(model.parameters()).device)
 
 
 def dual_step(

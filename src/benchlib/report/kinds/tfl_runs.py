@@ -243,12 +243,40 @@ def score_label(display: MetricDisplay, scope: str | None = None) -> str:
     return f"{prefix}test {display.label}{' (%)' if display.percent else ''}"
 
 
-def cell_value(metrics: dict[str, Any], scope: str, column: str, where: str) -> float:
-    """Mean of ``column`` over the scope's clients of one metrics.json.
+POOLINGS = ("pooled", "clients")  # a scope's score: pooled predictions, or the client mean
 
-    Clients whose value is undefined (``null``: e.g. ROC-AUC of a test set holding one class, as
-    small eICU hospitals have) are left out; at least one client must have a value.
+
+def pooled_value(metrics: dict[str, Any], scope: str, column: str, where: str) -> float:
+    """The scope's score of one metrics.json from its pooled predictions (``pooled``): e.g. the
+    global test accuracy, one ROC-AUC over every held-out client's samples, the MSE over all."""
+    metric = column.removeprefix("test_")
+    pooled = metrics.get("pooled")
+    require(
+        isinstance(pooled, dict),
+        f"{where} records no pooled scores (metrics.json pooled); rerun the cell with this "
+        "benchlib, or set the report's pooling: clients",
+    )
+    scores = pooled.get(scope)
+    require(isinstance(scores, dict), f"{where} has no pooled {scope.upper()} scores")
+    require(metric in scores, f"{where}: pooled {scope.upper()} scores lack {metric}")
+    value = scores[metric]
+    require(value is not None, f"{where}: the pooled {scope.upper()} {metric} is undefined")
+    return float(value)
+
+
+def cell_value(
+    metrics: dict[str, Any], scope: str, column: str, where: str, pooling: str = "clients"
+) -> float:
+    """The scope's ``column`` of one metrics.json: with ``pooling: clients`` the mean over the
+    scope's clients, with ``pooled`` the score of their pooled predictions
+    (:func:`pooled_value`).
+
+    Client mean: clients whose value is undefined (``null``: e.g. ROC-AUC of a test set holding
+    one class, as small eICU hospitals have) are left out; at least one client must have a value.
     """
+    require(pooling in POOLINGS, f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    if pooling == "pooled":
+        return pooled_value(metrics, scope, column, where)
     key = SCOPES[scope]
     clients = metrics.get(key) or []
     require(bool(clients), f"{where} has no {key}; an OOF row needs held-out clients (held_out)")

@@ -2,8 +2,12 @@
 
 Each entry of ``rows`` names an experiment and a scope: ``if`` scores the federation's clients
 (metrics.json ``clients``), ``oof`` the held-out clients that never trained
-(``held_out_clients``). A value is the mean over the scope's clients of their final test metric,
-averaged over seeds (shown ``mean $\\pm$ std`` across seeds when there are several). Layouts:
+(``held_out_clients``). A value is, per seed, the scope's final test metric - ``pooling: pooled``
+(default, as the TFL paper scores): of the scope's pooled predictions (metrics.json ``pooled``:
+the global accuracy, one ROC-AUC over all held-out hospitals' patients, the MSE over all
+windows); ``pooling: clients``: the mean over the scope's clients of their metric - averaged
+over seeds (shown ``mean $\\pm$ std`` across seeds when there are several). ``best_round`` reads
+the per-round client metrics (client means) whatever ``pooling``. Layouts:
 ``columns: methods`` (TFL Tables 4-5: one row per entry, one column per method) or ``columns:
 rows`` (Tables 1, 9: methods as rows, one column per entry, plus the average). Numbers quoted
 from the paper (``quoted: {entry label: {method id: value}}``) appear in their own block,
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from benchlib import __version__
 from benchlib.errors import require
 from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
-from benchlib.report.kinds.tfl_runs import SCOPES, cell_value, round_means
+from benchlib.report.kinds.tfl_runs import POOLINGS, SCOPES, cell_value, round_means
 from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
 
 if TYPE_CHECKING:
@@ -107,6 +111,12 @@ class TflTable(ReportKind):
         "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
         "centralized": {"type": "array", "items": {"type": "string"}},
         "best_round": {"type": "boolean"},
+        "pooling": {
+            "enum": list(POOLINGS),
+            "default": "pooled",
+            "description": "pooled: the metric of the scope's pooled predictions (the paper's); "
+            "clients: the mean of the scope's per-client metrics",
+        },
         "transmissions": {
             "type": "object",
             "additionalProperties": {"type": "integer", "minimum": 1},
@@ -184,6 +194,7 @@ class TflTable(ReportKind):
             "methods": [[m, config.method_label(m)] for m in params["methods"]],
             "centralized": [[m, config.method_label(m)] for m in centralized],
             "best_round": best,
+            "pooling": params.get("pooling", "pooled"),
             "transmissions": transmissions,
             "rows": rows,
             "columns": params.get("columns", "methods"),
@@ -235,9 +246,11 @@ class TflTable(ReportKind):
     def values(self, spec: dict[str, Any], inputs: list[Path]) -> dict[tuple[str, str], list]:
         """(row label, method id) -> per-seed final values."""
         column = MetricDisplay.from_spec(spec).column
+        pooling = spec.get("pooling", "pooled")
         return {
             (row["label"], method_id): [
-                cell_value(metrics, row["scope"], column, str(path)) for path, metrics in seeds
+                cell_value(metrics, row["scope"], column, str(path), pooling)
+                for path, metrics in seeds
             ]
             for row, method_id, seeds in self._metrics_of(spec, inputs)
         }
@@ -309,6 +322,7 @@ class TflTable(ReportKind):
             note=spec["caption_note"],
             centralized=[label for _, label in spec.get("centralized", [])],
             best_round=best,
+            pooled=spec.get("pooling", "pooled") == "pooled" and not best,
             transmissions=[
                 (label, sends[m]) for m, label in spec["methods"] if sends.get(m, 1) != 1
             ]
