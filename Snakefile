@@ -29,6 +29,9 @@ if not workflow.overwrite_configfiles:
     config.update(paper_config)
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/corrupt.smk"
@@ -37,6 +40,7 @@ include: "workflow/rules/weights.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/comparison.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/browse.smk"
 
 
 rule all:

@@ -558,6 +558,10 @@ def build_parser() -> argparse.ArgumentParser:
     from benchlib import status  # torch-free; its module holds the command and its arguments
 
     status.add_arguments(add("status", status.cmd_status, status.HELP))
+
+    from benchlib import html_report  # torch-free: html-report, table-html, report-status
+
+    html_report.register(add)
     return parser
 
 
