@@ -61,9 +61,7 @@ def cmd_html_report(args: argparse.Namespace) -> None:
     )
     check_output_file(out)
     out = out.resolve()
-    build = snakemake_argv(
-        args, "--cores", str(args.cores), "--allowed-rules", *BUILD_RULES, "--"
-    )
+    build = snakemake_argv(args, "--cores", str(args.cores), "--allowed-rules", *BUILD_RULES, "--")
     _run(build, "building the table pages")
     _run(snakemake_argv(args, f"--report={out}", "--"), "snakemake --report")
     print(f"wrote {out}; open it in a browser")
@@ -127,7 +125,7 @@ def register(add) -> None:
     p = add("table-html", cmd_table_html, "render a LaTeX table as an HTML page (report step)")
     p.epilog = (
         "example: benchlib table-html --tex tables/mnist5k_sfa.tex "
-        "--settings '{\"title\": \"mnist5k_sfa\", \"settings\": {}}' --out sfa.html"
+        '--settings \'{"title": "mnist5k_sfa", "settings": {}}\' --out sfa.html'
     )
     p.add_argument("--tex", required=True, help="the rendered table, tables/<name>.tex")
     p.add_argument(
@@ -139,8 +137,8 @@ def register(add) -> None:
 
     p = add("report-status", cmd_report_status, "write the report's page of built targets")
     p.epilog = (
-        "example: benchlib report-status --spec '{\"built\": [\"tables/a.tex\"], "
-        "\"missing\": []}' --out status.html"
+        'example: benchlib report-status --spec \'{"built": ["tables/a.tex"], '
+        '"missing": []}\' --out status.html'
     )
     p.add_argument("--spec", required=True, help="JSON (or @file): title, built and missing")
     p.add_argument("--out", required=True, help="HTML page to write")

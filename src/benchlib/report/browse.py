@@ -36,7 +36,7 @@ def report_experiments(report: Report, experiments: Iterable[str]) -> list[str]:
     """The config's experiments a report reads, in first-use order (from its inputs and spec)."""
     known = set(experiments)
     found: list[str] = []
-    named = [report.spec.get("experiment")] + list(report.spec.get("experiments") or [])
+    named = [report.spec.get("experiment"), *(report.spec.get("experiments") or [])]
     from_inputs = [m.group(1) for m in map(_RUN_INPUT.search, report.inputs) if m]
     for experiment in [*named, *from_inputs]:
         if isinstance(experiment, str) and experiment in known and experiment not in found:
@@ -49,9 +49,7 @@ def _base(experiment: str) -> str:
     return experiment.split("__", 1)[0]
 
 
-def report_paper(
-    report: Report, config: ReportConfig, index: dict[str, str] | None = None
-) -> str:
+def report_paper(report: Report, config: ReportConfig, index: dict[str, str] | None = None) -> str:
     """The paper a report belongs to: the paper file that defines it or its experiment, else the
     proposed method its experiments run (FedAgain, TFL), else LIGHTYEAR."""
     index = index or {}
@@ -115,7 +113,9 @@ def report_settings(report: Report, config: ReportConfig) -> dict[str, dict[str,
     return settings
 
 
-def built_and_missing(targets: Iterable[str], root: str | Path = ".") -> tuple[list[str], list[str]]:
+def built_and_missing(
+    targets: Iterable[str], root: str | Path = "."
+) -> tuple[list[str], list[str]]:
     """Split target paths into those that exist under ``root`` and those that do not."""
     built, missing = [], []
     for target in targets:
