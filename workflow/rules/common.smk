@@ -163,8 +163,8 @@ HEAVY_DATASETS = sorted(d for d in CFG.datasets if heavy_prepare(d))
 
 
 # ---- the HTML report (browse.smk): categories, table settings, what is built
-from benchlib.report import browse
-from benchlib.targets import all_targets
+import benchlib.report.browse as browse
+from benchlib.targets import aggregate_targets, all_targets
 
 PAPER_INDEX = (
     {}
