@@ -4,6 +4,7 @@ the ``--configfile X TARGET`` trap the other way round (a config file named as a
 from __future__ import annotations
 
 import subprocess
+from itertools import chain
 
 import pytest
 from conftest import REPO, tool_env
@@ -33,12 +34,12 @@ def test_each_paper_has_its_tables_figures_reports_and_all(paper_aggregates):
         assert all(t.startswith("tables/") for t in paper_aggregates[f"{paper}_tables"])
         assert all(t.startswith("figures/") for t in paper_aggregates[f"{paper}_figures"])
         parts = [paper_aggregates[f"{paper}_{kind}"] for kind in ("tables", "figures", "reports")]
-        assert sorted(paper_aggregates[f"{paper}_all"]) == sorted(sum(parts, []))
+        assert sorted(paper_aggregates[f"{paper}_all"]) == sorted(chain(*parts))
 
 
 def test_the_papers_aggregates_cover_every_target_once(paper_aggregates):
     config = Config(load_paper_config(REPO / "config" / "paper"))
-    together = sum((paper_aggregates[f"{p}_all"] for p in ("lightyear", "fedagain", "tfl")), [])
+    together = chain(*(paper_aggregates[f"{p}_all"] for p in ("lightyear", "fedagain", "tfl")))
     assert sorted(together) == sorted(all_targets(config))
 
 
