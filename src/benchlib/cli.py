@@ -372,9 +372,10 @@ _OWN_KERNELS = ("cmd_run", "cmd_run_cell", "cmd_bench")
 # One example command line per subcommand, shown at the end of its --help (the Snakemake rules
 # run the spec-taking steps; `benchlib targets --specs` prints the specs they pass).
 EXAMPLES = {
-    "prepare": "benchlib prepare --spec '{\"dataset\": \"mnist5k\", \"source\": \"mnist5k\", "
-    "\"params\": {}}' --out results/data/mnist5k",
-    "download": "benchlib download --spec @dataset.json --out results/downloads/femnist/by_class.zip",
+    "prepare": 'benchlib prepare --spec \'{"dataset": "mnist5k", "source": "mnist5k", '
+    '"params": {}}\' --out results/data/mnist5k',
+    "download": "benchlib download --spec @dataset.json "
+    "--out results/downloads/femnist/by_class.zip",
     "fetch-weights": "benchlib fetch-weights --url https://download.pytorch.org/models/"
     "densenet121-a639ec97.pth --out results/weights/densenet121-a639ec97.pth",
     "split": "benchlib split --spec @dataset.json --store results/data/mnist5k "
