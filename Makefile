@@ -9,7 +9,7 @@ STAMP := $(VENV)/.benchlib-installed
 CORES ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo demo-digest test test-fast lint format dry-run slurm-profile bench bench-gpu clean
+.PHONY: venv demo demo-digest report test test-fast lint format dry-run slurm-profile bench bench-gpu clean
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
@@ -27,6 +27,14 @@ DEMO_DIGEST := config/reference/demo_digest.json
 demo: $(STAMP)
 	snakemake --configfile config/demo.yaml --cores $(CORES) --rerun-incomplete
 	benchlib verify results/runs/mnist5k --digest $(DEMO_DIGEST)
+
+# The self-contained HTML report of what a config has built (default the demo; CONFIG= for the
+# paper grids): tables with their numbers, figures, paper comparisons, a page of what is missing.
+CONFIG ?= config/demo.yaml
+REPORT ?= results/report.html
+
+report: $(STAMP)
+	benchlib html-report $(if $(CONFIG),--config $(CONFIG)) --out $(REPORT) --cores $(CORES)
 
 # After a change that is meant to change the demo's numbers: rewrite the reference digest from a
 # finished `make demo` (portable CPU kernels) and commit it with the change.
