@@ -25,7 +25,7 @@ venv: $(STAMP)
 DEMO_DIGEST := config/reference/demo_digest.json
 
 demo: $(STAMP)
-	snakemake --configfile config/demo.yaml --cores $(CORES) --rerun-incomplete
+	snakemake --configfile=config/demo.yaml --cores $(CORES) --rerun-incomplete
 	benchlib verify results/runs/mnist5k --digest $(DEMO_DIGEST)
 
 # The self-contained HTML report of what a config has built (default the demo; CONFIG= for the
@@ -53,7 +53,7 @@ lint: $(STAMP)
 	ruff check src tests
 	ruff format --check src tests
 	snakefmt --check Snakefile workflow/rules
-	snakemake --lint --configfile config/demo.yaml
+	snakemake --lint --configfile=config/demo.yaml
 	lint-imports
 
 format: $(STAMP)
@@ -62,7 +62,7 @@ format: $(STAMP)
 	snakefmt Snakefile workflow/rules
 
 dry-run: $(STAMP)
-	snakemake -n --configfile config/demo.yaml
+	snakemake -n --configfile=config/demo.yaml
 
 # One-time: make `snakemake --profile slurm` find this clone's profiles/slurm. Snakemake looks up a
 # bare profile name only in the working directory, $XDG_CONFIG_HOME/snakemake (default

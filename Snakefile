@@ -1,6 +1,6 @@
 # benchlib: regenerate the tables and figures of LIGHTYEAR, FedAgain and TFL from raw data.
 # Usage: snakemake --profile profiles/slurm tables/femnist_ana.tex  (a paper target, on SLURM)
-#        snakemake --configfile config/demo.yaml --cores 2          (all targets of a config)
+#        snakemake --configfile=config/demo.yaml --cores 2          (all targets of a config)
 
 
 import sys
