@@ -27,9 +27,10 @@ import numpy as np
 import pandas as pd
 
 from benchlib.data.download import RemoteFile, fetch_source_file, register_remote_files
+from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.safe_pickle import load_npy
-from benchlib.data.seg_images import DEFAULT_SIZE, LOG, image_size, read_grey, resize_pair
+from benchlib.data.seg_images import DEFAULT_SIZE, image_size, read_grey, resize_pair
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
 
@@ -148,6 +149,7 @@ def _read_members(
     pixels = np.empty((len(members), size, size), dtype=np.uint8)
     masks = np.empty((len(members), size, size), dtype=np.uint8)
     patients = []
+    progress = ItemProgress("fass: extracting and reading", len(members), "images")
     for i, (stem, (image_name, array_name)) in enumerate(members.items()):
         patient = PATIENT.match(stem)
         require(
@@ -162,8 +164,8 @@ def _read_members(
             f"{array_name}: mask shape {mask.shape} differs from its image {image.shape}",
         )
         pixels[i], masks[i] = resize_pair(image, mask, size)
-        if (i + 1) % 200 == 0 or i + 1 == len(members):
-            LOG.info("fass: %d/%d images read", i + 1, len(members))
+        progress.update()
+    progress.close()
     return pixels, masks, patients
 
 
