@@ -225,7 +225,7 @@ _STYLE = (
     "body{font-family:sans-serif;margin:1.5em;max-width:70em}"
     "table{border-collapse:collapse;margin:0.5em 0}"
     "table.numbers th,table.numbers td{border-bottom:1px solid #ccc;padding:0.25em 0.7em;"
-    "text-align:center}table.numbers td:first-child{text-align:left}"
+    "text-align:center;white-space:nowrap}table.numbers td:first-child{text-align:left}"
     "table.settings th{text-align:left;padding-right:1em;vertical-align:top}"
     "p.caption{max-width:60em}code{font-size:90%}"
 )
