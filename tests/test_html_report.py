@@ -161,3 +161,12 @@ def test_html_report_refuses_an_unknown_suffix(tmp_path, capsys):
     assert main(["html-report", "--out", str(tmp_path / "r.pdf")]) == 2
     assert "must end in .html" in capsys.readouterr().err
     assert not Path(tmp_path / "r.pdf").exists()
+
+
+def test_make_report_runs_html_report_with_the_config_default_the_demo():
+    makefile = (REPO / "Makefile").read_text()
+    assert "CONFIG ?= config/demo.yaml" in makefile
+    recipe = makefile.split("\nreport: $(STAMP)\n", 1)[1].splitlines()[0]
+    assert recipe.strip() == (
+        "benchlib html-report $(if $(CONFIG),--config $(CONFIG)) --out $(REPORT) --cores $(CORES)"
+    )
