@@ -9,7 +9,7 @@ STAMP := $(VENV)/.benchlib-installed
 CORES ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo demo-digest test test-fast lint format dry-run slurm-profile bench bench-gpu clean
+.PHONY: venv demo demo-digest report test test-fast lint format dry-run slurm-profile bench bench-gpu clean
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
@@ -25,8 +25,16 @@ venv: $(STAMP)
 DEMO_DIGEST := config/reference/demo_digest.json
 
 demo: $(STAMP)
-	snakemake --configfile config/demo.yaml --cores $(CORES) --rerun-incomplete
+	snakemake --configfile=config/demo.yaml --cores $(CORES) --rerun-incomplete
 	benchlib verify results/runs/mnist5k --digest $(DEMO_DIGEST)
+
+# The self-contained HTML report of what a config has built (default the demo; CONFIG= for the
+# paper grids): tables with their numbers, figures, paper comparisons, a page of what is missing.
+CONFIG ?= config/demo.yaml
+REPORT ?= results/report.html
+
+report: $(STAMP)
+	benchlib html-report $(if $(CONFIG),--config $(CONFIG)) --out $(REPORT) --cores $(CORES)
 
 # After a change that is meant to change the demo's numbers: rewrite the reference digest from a
 # finished `make demo` (portable CPU kernels) and commit it with the change.
@@ -45,7 +53,7 @@ lint: $(STAMP)
 	ruff check src tests
 	ruff format --check src tests
 	snakefmt --check Snakefile workflow/rules
-	snakemake --lint --configfile config/demo.yaml
+	snakemake --lint --configfile=config/demo.yaml
 	lint-imports
 
 format: $(STAMP)
@@ -54,7 +62,7 @@ format: $(STAMP)
 	snakefmt Snakefile workflow/rules
 
 dry-run: $(STAMP)
-	snakemake -n --configfile config/demo.yaml
+	snakemake -n --configfile=config/demo.yaml
 
 # One-time: make `snakemake --profile slurm` find this clone's profiles/slurm. Snakemake looks up a
 # bare profile name only in the working directory, $XDG_CONFIG_HOME/snakemake (default

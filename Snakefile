@@ -1,6 +1,6 @@
 # benchlib: regenerate the tables and figures of LIGHTYEAR, FedAgain and TFL from raw data.
 # Usage: snakemake --profile profiles/slurm tables/femnist_ana.tex  (a paper target, on SLURM)
-#        snakemake --configfile config/demo.yaml --cores 2          (all targets of a config)
+#        snakemake --configfile=config/demo.yaml --cores 2          (all targets of a config)
 
 
 import sys
@@ -10,9 +10,19 @@ from snakemake.utils import min_version, update_config
 
 from benchlib.errors import BenchlibError
 from benchlib.paper_configs import load_paper_config
-from benchlib.targets import all_targets
+from benchlib.targets import all_targets, config_file_targets, requested_targets
 
 min_version("9.0")
+
+
+# The --configfile trap: it takes several values, so `--configfile A.yaml B.yaml` loads both, and
+# `snakemake A.yaml` asks to build a config. Say so in one line (README: --configfile=FILE).
+for named in config_file_targets(requested_targets()):
+    sys.stderr.write(
+        f"error: target {named} is a config file; pass it as --configfile={named} "
+        "(with '=': --configfile takes several values and swallows targets written after it)\n"
+    )
+    sys.exit(1)
 
 
 # With no --configfile the config is the papers' grids together (config/paper/*.yaml merged), so
@@ -29,6 +39,9 @@ if not workflow.overwrite_configfiles:
     config.update(paper_config)
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/corrupt.smk"
@@ -37,6 +50,8 @@ include: "workflow/rules/weights.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/comparison.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/browse.smk"
+include: "workflow/rules/aggregate.smk"
 
 
 rule all:

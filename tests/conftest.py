@@ -87,6 +87,22 @@ def smoke_cell_spec(smoke_config):
     return make
 
 
+def smoke_snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """Snakemake on config/smoke.yaml in ``workdir`` (2 cores); ``args`` before the config."""
+    command = ["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2"]
+    command += [*args, f"--configfile={REPO / 'config' / 'smoke.yaml'}"]
+    return subprocess.run(command, env=tool_env(), capture_output=True, text=True, timeout=1200)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """The whole smoke grid (config/smoke.yaml), run once per session; its working directory."""
+    workdir = tmp_path_factory.mktemp("smoke")
+    result = smoke_snakemake(workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return workdir
+
+
 @pytest.fixture
 def smoke_workdir(tmp_path, mnist_store, smoke_split) -> Path:
     """A working directory laid out as the workflow leaves it before the cells run: ``c.yaml``

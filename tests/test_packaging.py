@@ -119,10 +119,11 @@ def test_the_base_install_leaves_the_workflow_and_heavy_extras_out():
         "imagecorruptions-imaug",
         "nibabel",
         "flwr",
+        "tensorboard",
     ):
         assert optional not in base
     extras = project()["optional-dependencies"]
-    assert {"workflow", "medical", "fedagain", "bench", "all", "dev"} <= set(extras)
+    assert {"workflow", "medical", "fedagain", "bench", "tracking", "all", "dev"} <= set(extras)
     assert all(r.specifier and "==" not in str(r.specifier) for r in requirements())
 
 

@@ -139,6 +139,20 @@ def test_account_and_partitions_from_the_environment(tmp_path):
     assert {job["slurm_partition"] for jobs in plan.values() for job in jobs} == {"cpu_env"}
 
 
+def test_the_profile_turns_on_the_pinned_plugins_efficiency_report(tmp_path):
+    import yaml
+
+    profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    assert profile["slurm-efficiency-report"] is True
+    assert profile["slurm-efficiency-report-path"] == "logs/slurm_efficiency"
+    helps = subprocess.run(
+        ["snakemake", "--help"], env=clean_env(), capture_output=True, text=True, timeout=300
+    ).stdout
+    for option in ("--slurm-efficiency-report", "--slurm-efficiency-report-path"):
+        assert option in helps, f"the installed SLURM plugin has no {option}"
+    dry_run(tmp_path, "--profile", str(PROFILE))  # the profile's keys are all accepted
+
+
 def test_make_slurm_profile_makes_the_literal_profile_name_work(tmp_path):
     xdg = tmp_path / "xdg"
     env = clean_env(XDG_CONFIG_HOME=str(xdg))

@@ -5,32 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, tool_env
+from conftest import REPO, smoke_snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 CELL = re.compile(r"([0-9.]+) \$\\pm\$ ([0-9.]+)")
-
-
-def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "2",
-        *args,
-        "--configfile",
-        str(REPO / "config" / "smoke.yaml"),
-    ]
-    return subprocess.run(command, env=tool_env(), capture_output=True, text=True, timeout=1200)
 
 
 def parse_table(tex: str) -> dict[str, list[tuple[float, float]]]:
@@ -58,14 +41,6 @@ def expected_row(workdir: Path, experiment: str, malfunction: str, method: str, 
     return cells
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("smoke")
-    result = snakemake(workdir)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return workdir
-
-
 def test_tables_match_an_independent_recomputation(smoke_run):
     config = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     experiment = config["experiments"]["smoke"]
@@ -91,7 +66,7 @@ def test_figure_and_second_run(smoke_run):
     for ext, magic in (("pdf", b"%PDF"), ("png", b"\x89PNG")):
         path = smoke_run / f"figures/smoke_robustness.{ext}"
         assert path.read_bytes()[:4] == magic
-    again = snakemake(smoke_run, "-n")
+    again = smoke_snakemake(smoke_run, "-n")
     assert again.returncode == 0
     assert "Nothing to be done" in again.stdout + again.stderr
 

@@ -63,7 +63,7 @@ def run_kernel_benchmark(
     for path in (store, split):
         if not path.exists():
             raise BenchlibError(
-                f"{path} not found: prepare it first, e.g. snakemake --configfile {config_path} "
+                f"{path} not found: prepare it first, e.g. snakemake --configfile={config_path} "
                 f"--cores 2 {split}"
             )
     seconds: dict[str, list[float]] = {"native": [], "portable": []}

@@ -381,6 +381,38 @@ class _PrintVersion(argparse.Action):
 _OWN_KERNELS = ("cmd_run", "cmd_run_cell", "cmd_bench")
 
 
+# One example command line per subcommand, shown at the end of its --help (the Snakemake rules
+# run the spec-taking steps; `benchlib targets --specs` prints the specs they pass).
+EXAMPLES = {
+    "prepare": 'benchlib prepare --spec \'{"dataset": "mnist5k", "source": "mnist5k", '
+    '"params": {}}\' --out results/data/mnist5k',
+    "download": "benchlib download --spec @dataset.json "
+    "--out results/downloads/femnist/by_class.zip",
+    "fetch-weights": "benchlib fetch-weights --url https://download.pytorch.org/models/"
+    "densenet121-a639ec97.pth --out results/weights/densenet121-a639ec97.pth",
+    "split": "benchlib split --spec @dataset.json --store results/data/mnist5k "
+    "--out results/splits/mnist5k.csv",
+    "run": "benchlib run --spec @cell.json --store results/data/mnist5k "
+    "--split results/splits/mnist5k.csv --out results/runs/x/metrics.json "
+    "--checkpoints results/checkpoints/x --threads 1",
+    "verify-store": "benchlib verify-store results/data/mnist5k",
+    "collect": "benchlib collect --out results/collected/mnist5k/sfa.csv "
+    "results/runs/mnist5k/*/*/k*/seed0/metrics.json",
+    "report": "benchlib report --kind robustness_table --spec @spec.json "
+    "--collected results/collected/mnist5k/sfa.csv --out tables/mnist5k_sfa.tex",
+    "bench-kernels": "benchlib bench-kernels config/demo.yaml --cell mnist5k/sfa/fedavg/k1/seed0",
+    "digest": "benchlib digest results/runs/mnist5k --out my_digest.json "
+    "--description 'make demo on our cluster'",
+    "verify": "benchlib verify results/runs/mnist5k   (the demo against its reference digest)",
+    "check-config": "benchlib check-config config/demo.yaml",
+    "targets": "benchlib targets config/demo.yaml   (or: benchlib targets --specs)",
+    "selections": "benchlib selections --from-round 3 results/runs/mnist5k/sfa/lightyear/k3/"
+    "seed0/metrics.json",
+    "bench": "benchlib bench --rounds 3 --clients 8   (or: benchlib bench --stream-gb 8)",
+    "status": "benchlib status --config config/demo.yaml tables/mnist5k_sfa.tex",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="benchlib", description=__doc__.splitlines()[0])
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
@@ -391,6 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str):
         p = sub.add_parser(name, help=help_text, description=help_text)
+        if name in EXAMPLES:
+            p.epilog = f"example: {EXAMPLES[name]}"
         p.set_defaults(func=func)
         return p
 
@@ -407,14 +441,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="file to create")
 
     p = add("split", cmd_split, "partition a prepared dataset into clients and subsets")
-    p.add_argument("--spec", required=True)
-    p.add_argument("--store", required=True)
+    p.add_argument("--spec", required=True, help="dataset spec JSON (or @file)")
+    p.add_argument("--store", required=True, help="the prepared store (results/data/<dataset>)")
     p.add_argument("--out", required=True, help="split CSV to write")
 
     p = add("run", cmd_run, "run (or resume) one federated cell and write metrics.json")
     p.add_argument("--spec", required=True, help="resolved cell spec JSON (or @file)")
-    p.add_argument("--store", required=True)
-    p.add_argument("--split", required=True)
+    p.add_argument("--store", required=True, help="the prepared store (results/data/<dataset>)")
+    p.add_argument("--split", required=True, help="the split CSV (results/splits/<dataset>.csv)")
     p.add_argument("--out", required=True, help="metrics.json to write")
     p.add_argument("--timing", help="timing.json to write (wall time, host, device)")
     p.add_argument("--checkpoints", required=True, help="round checkpoint directory")
@@ -444,8 +478,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store", help="store directory (results/data/<dataset>)")
 
     p = add("collect", cmd_collect, "gather metrics.json files into a tidy CSV")
-    p.add_argument("--out", required=True)
-    p.add_argument("metrics", nargs="+")
+    p.add_argument("--out", required=True, help="tidy CSV to write (one row per cell x client)")
+    p.add_argument("metrics", nargs="+", help="metrics.json files of the cells")
 
     p = add("report", cmd_report, "render one table or figure (a report kind) from its spec")
     p.add_argument("--kind", required=True, help="report kind, e.g. robustness_table")
@@ -483,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = add("check-config", cmd_check_config, "validate a config file")
-    p.add_argument("config")
+    p.add_argument("config", help="config file, e.g. config/demo.yaml")
 
     p = add(
         "params",
@@ -506,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("selections", cmd_selections, "summarise P2P peer selections of metrics.json files")
     p.add_argument("--from-round", type=int, default=1, help="first round counted (default 1)")
-    p.add_argument("metrics", nargs="+")
+    p.add_argument("metrics", nargs="+", help="metrics.json files of P2P cells")
 
     p = add(
         "bench",
@@ -514,15 +548,15 @@ def build_parser() -> argparse.ArgumentParser:
         "time engine rounds against the bare training loop, or (--stream-gb) streamed training "
         "from a generated large store against resident training",
     )
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=3, help="FL rounds per timed run (default 3)")
+    p.add_argument("--clients", type=int, default=8, help="clients per cell (default 8)")
     p.add_argument(
         "--samples",
         type=int,
         default=None,
         help="training samples per client (default 400; --device: the paper's on a GPU)",
     )
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per variant (default 3)")
     p.add_argument(
         "--flower-rounds",
         type=int,
@@ -530,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="rounds of the FedAvg cell timed in the engine and in Flower's simulation engine "
         "(needs the optional extra: pip install -e '.[bench]'; 0 skips it)",
     )
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument(
         "--stream-gb",
         type=float,
@@ -579,6 +613,10 @@ def build_parser() -> argparse.ArgumentParser:
     from benchlib import status  # torch-free; its module holds the command and its arguments
 
     status.add_arguments(add("status", status.cmd_status, status.HELP))
+
+    from benchlib import html_report  # torch-free: html-report, table-html, report-status
+
+    html_report.register(add)
     return parser
 
 

@@ -22,6 +22,7 @@ EXTRAS = {
     "flwr": "bench",
     "snakemake": "workflow",
     "snakemake_executor_plugin_slurm": "workflow",
+    "tensorboard": "tracking",
 }
 
 

@@ -84,6 +84,14 @@ class TrainingSettings:
         "bfloat16 (parameters, optimizer states and aggregation stay float32). The paper "
         "tables use fp32",
     )
+    tensorboard: bool = _setting(
+        {"type": "boolean"},
+        False,
+        "also write TensorBoard event files per cell (tensorboard/ beside its metrics.json; the "
+        "tracking extra): per round each client's primary validation metric, their mean, the "
+        "round's seconds and the method's summary. Changes no byte of metrics.json (and not "
+        "the config hash)",
+    )
     cpu_kernels: str = _setting(
         {"enum": ["portable", "native"]},
         "portable",

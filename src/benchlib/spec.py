@@ -18,6 +18,11 @@ from benchlib.io import sha256_json
 from benchlib.settings import TrainingSettings
 
 
+# Training settings that only change how a run is watched: left out of metrics.json's config and
+# of the config hash, so turning them on changes no byte of metrics.json and resumes checkpoints.
+WATCH_KEYS = ("tensorboard",)
+
+
 @dataclass(frozen=True)
 class Cell:
     """One FL run in the grid."""
@@ -121,9 +126,16 @@ class CellSpec:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def recorded(self) -> dict[str, Any]:
+        """The spec as metrics.json records it and its hash covers: without the settings that
+        change how a run is watched, not its numbers (``training.tensorboard``)."""
+        raw = self.to_dict()
+        raw["training"] = {k: v for k, v in raw["training"].items() if k not in WATCH_KEYS}
+        return raw
+
     def config_hash(self) -> str:
-        """The hash metrics.json records and checkpoints carry (of the resolved spec)."""
-        return sha256_json(self.to_dict())
+        """The hash metrics.json records and checkpoints carry (of the recorded spec)."""
+        return sha256_json(self.recorded())
 
     def federation(self) -> list[int]:
         """The clients that train: all but the held-out ones (checked: at least two)."""

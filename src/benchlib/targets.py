@@ -6,6 +6,7 @@ Every report (:mod:`benchlib.report.base`) is a target: ``tables/<name>.tex`` fo
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -20,3 +21,49 @@ def all_targets(config: Config) -> list[str]:
 def report_names(config: Config, output: str) -> list[str]:
     """Names of the config's reports of one output kind (``table`` or ``figure``)."""
     return [name for name, report in config.reports.items() if report.output == output]
+
+
+AGGREGATE_KINDS = {"table": "tables", "figure": "figures", "markdown": "reports"}
+PAPERS = ("lightyear", "fedagain", "tfl")
+
+
+def aggregate_targets(config: Config, paper_index: dict[str, str]) -> dict[str, list[str]]:
+    """The aggregate targets: ``<paper>_tables``, ``<paper>_figures``, ``<paper>_reports`` and
+    ``<paper>_all`` (every target of the paper) for the three papers, each listing the config's
+    targets of that paper (empty when the config has none); ``paper_index`` as
+    :func:`benchlib.report.browse.paper_index`."""
+    from benchlib.report.browse import report_paper
+
+    aggregates: dict[str, list[str]] = {
+        f"{paper}_{group}": [] for paper in PAPERS for group in (*AGGREGATE_KINDS.values(), "all")
+    }
+    for report in config.reports.values():
+        paper = report_paper(report, config, paper_index).lower()
+        if paper not in PAPERS:
+            continue
+        aggregates[f"{paper}_{AGGREGATE_KINDS[report.output]}"] += report.targets
+        aggregates[f"{paper}_all"] += report.targets
+    return aggregates
+
+
+def requested_targets() -> list[str]:
+    """The targets of the running ``snakemake`` command, read while it parses the Snakefile.
+
+    Snakemake parses the workflow while it builds its DAG API object, whose ``dag_settings``
+    (with the command's targets) are already set but not yet handed to the workflow; this finds
+    that object on the call stack. Empty when there is none (another Snakemake version, the
+    Python API without targets)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        settings = getattr(frame.f_locals.get("self"), "dag_settings", None)
+        targets = getattr(settings, "targets", None)
+        if targets is not None:
+            return sorted(str(t) for t in targets)
+        frame = frame.f_back
+    return []
+
+
+def config_file_targets(targets: list[str]) -> list[str]:
+    """Targets that look like config files (the ``--configfile X TARGET`` trap the other way
+    round: ``snakemake config/demo.yaml`` asks to build the config)."""
+    return [t for t in targets if t.endswith((".yaml", ".yml", ".json"))]

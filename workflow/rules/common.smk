@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import sys
 
 from benchlib.config import Config, Cell, NO_MALFUNCTION
@@ -157,3 +158,53 @@ def heavy_prepare(dataset):
 
 
 HEAVY_DATASETS = sorted(d for d in CFG.datasets if heavy_prepare(d))
+
+
+# ---- the HTML report (browse.smk): categories, table settings, what is built
+import benchlib.report.browse as browse
+from benchlib.targets import aggregate_targets, all_targets
+
+PAPER_INDEX = (
+    {}
+    if workflow.overwrite_configfiles
+    else browse.paper_index(Path(workflow.basedir) / "config" / "paper")
+)
+
+
+def report_category(wildcards):
+    return browse.report_paper(get_report(wildcards), CFG, PAPER_INDEX)
+
+
+def report_subcategory(wildcards):
+    return browse.report_subcategory(get_report(wildcards), CFG)
+
+
+def get_table_settings(wildcards):
+    entry = get_report(wildcards)
+    return as_json(
+        {"title": entry.name, "settings": browse.report_settings(entry, CFG)}
+    )
+
+
+def get_report_status(wildcards):
+    built, missing = browse.built_and_missing(all_targets(CFG))
+    title = CFG.raw.get("description", "paper grids")
+    return as_json(
+        {"title": f"{title}: what is built", "built": built, "missing": missing}
+    )
+
+
+def get_report_pages(wildcards):
+    """The report's files that exist: the HTML page of each built table, each built figure's
+    PNG, each built text report, and the status page."""
+    pages = ["results/report/status.html"]
+    for entry in CFG.reports.values():
+        if not all(os.path.exists(target) for target in entry.targets):
+            continue
+        if entry.output == "table":
+            pages.append(f"results/report/tables/{entry.name}.html")
+        elif entry.output == "figure":
+            pages += [t for t in entry.targets if t.endswith(".png")]
+        else:
+            pages += entry.targets
+    return pages

@@ -13,12 +13,14 @@ rule render_markdown:
         md=report(
             "reports/{report}.md",
             caption="../report/comparison.rst",
-            category="Paper comparison",
+            category=report_category,
+            subcategory="paper comparison",
         ),
         pdf=report(
             "reports/{report}.pdf",
             caption="../report/comparison.rst",
-            category="Paper comparison",
+            category=report_category,
+            subcategory="paper comparison",
         ),
     log:
         "logs/render_markdown/{report}.log",

@@ -42,7 +42,7 @@ rule render_table:
     input:
         get_report_inputs,
     output:
-        report("tables/{report}.tex", caption="../report/table.rst", category="Tables"),
+        "tables/{report}.tex",  # in the HTML report as its page (browse.smk: table_html)
     log:
         "logs/render_table/{report}.log",
     wildcard_constraints:
@@ -63,7 +63,10 @@ rule render_figure:
     output:
         pdf="figures/{report}.pdf",
         png=report(
-            "figures/{report}.png", caption="../report/figure.rst", category="Figures"
+            "figures/{report}.png",
+            caption="../report/figure.rst",
+            category=report_category,
+            subcategory=report_subcategory,
         ),
     log:
         "logs/render_figure/{report}.log",

@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from benchlib.data.progress import ItemProgress
 from benchlib.errors import BenchlibError, require
 from benchlib.seeding import derive_seed, numpy_rng
 
@@ -397,9 +398,14 @@ def corrupt_store(
     for client, row in keys:
         counts[CORRUPTIONS[image_type(seed, client, row)]] += 1
     started = time.perf_counter()
-    bar = tqdm(
-        total=len(keys), desc="corrupting", unit="img", disable=not progress, file=sys.stderr
+    bar = tqdm(  # a terminal's bar; log lines (count, percent, ETA) in any case
+        total=len(keys),
+        desc="corrupting",
+        unit="img",
+        disable=not (progress and sys.stderr.isatty()),
+        file=sys.stderr,
     )
+    log = ItemProgress(f"corrupting {Path(store_dir).name}", len(keys), "images")
     jobs = _chunks(data.pixels, keys, chunk, scenario.severity, seed)
     # a worker costs seconds to start (imports, numba compiling glass blur): worth it only for
     # thousands of images each
@@ -410,13 +416,16 @@ def corrupt_store(
                 for row, image in result:
                     pixels[row] = image
                 bar.update(len(result))
+                log.update(len(result))
     else:
         _warm_up()
         for job in jobs:
             for row, image in _corrupt_chunk(job):
                 pixels[row] = image
             bar.update(len(job[1]))
+            log.update(len(job[1]))
     bar.close()
+    log.close()
     record = {
         "ratio": scenario.ratio,
         "severity": scenario.severity,

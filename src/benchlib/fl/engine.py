@@ -457,7 +457,7 @@ class Cell:
         result = {
             "benchlib_version": __version__,
             "cell": self.spec.summary(),
-            "config": self.spec.to_dict(),
+            "config": self.spec.recorded(),
             "config_hash": self.config_hash,
             "task": self.task.name,
             "primary_metric": self.task.primary_metric,
@@ -472,6 +472,16 @@ class Cell:
 
             result["predictions"] = saved_predictions(self.scoring, self.training.save_predictions)
         return result
+
+
+def _events(cell: Cell, out_path: Path) -> Any:
+    """The cell's TensorBoard writer (training.tensorboard; None when off)."""
+    if not cell.training.tensorboard:
+        return None
+    from benchlib.fl.tensorboard import RoundWriter, tensorboard_dir
+
+    LOG.info("TensorBoard events: %s", tensorboard_dir(out_path))
+    return RoundWriter(tensorboard_dir(out_path), cell.start_round)
 
 
 def run_cell(
@@ -521,13 +531,18 @@ def run_cell(
             cell.restore(state)
             LOG.info("resuming from round %d (%s)", cell.start_round, latest)
     round_times = []
+    events = _events(cell, out_path)
     for done, round_index in enumerate(range(cell.start_round, cell.rounds)):
         if stop_after is not None and done >= stop_after:
             LOG.info("stopping after %d rounds as requested", done)
+            if events is not None:
+                events.close()
             return None
         tick = time.perf_counter()
         cell.run_round(round_index)
-        record_round(out_path, cell, round_index, time.perf_counter() - tick)  # before its ckpt
+        entry = record_round(out_path, cell, round_index, time.perf_counter() - tick)  # pre-ckpt
+        if events is not None:
+            events.add_round(entry)
         save_checkpoint(ckpt_dir, round_index, cell.state(round_index))
         round_times.append(time.perf_counter() - tick)
         val = [v for v in cell.history.val[-1] if v is not None]
@@ -540,6 +555,8 @@ def run_cell(
             sum(val) / len(val) if val else float("nan"),
             eta_text(round_times, cell.rounds - round_index - 1),
         )
+    if events is not None:
+        events.close()
     metrics = {**cell.metrics(), "provenance": cell_provenance(cell.device, kernels)}
     write_json_atomic(out_path, metrics)
     if timing_path is not None:

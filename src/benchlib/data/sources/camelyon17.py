@@ -39,6 +39,7 @@ from benchlib.data.download import (
     register_remote_files,
 )
 from benchlib.data.paths import resolve_input_path
+from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
@@ -127,18 +128,18 @@ class PatchArray:
             folder / "pixels.npy", mode="w+", dtype=np.uint8, shape=(len(table), SIDE, SIDE, 3)
         )
         self.filled = np.zeros(len(table), dtype=bool)
+        self.progress = ItemProgress("camelyon17: extracting and decoding", len(table), "patches")
 
     def add(self, path: str, data: bytes, where: str) -> None:
         row = self.row_of.get(path)
         if row is None:  # RELEASE notes, or patches metadata.csv does not list
             return
         self.pixels[row] = decode_patch(data, where)
+        self.progress.update(0 if self.filled[row] else 1)
         self.filled[row] = True
-        done = int(self.filled.sum())
-        if done % 20_000 == 0 or done == len(self.filled):
-            LOG.info("camelyon17: decoded %d / %d patches", done, len(self.filled))
 
     def check_complete(self, where: str, fix: str) -> None:
+        self.progress.close()
         missing = [path for path, row in self.row_of.items() if not self.filled[row]]
         require(
             not missing, f"{where} lacks {len(missing)} listed patches (e.g. {missing[:1]}); {fix}"

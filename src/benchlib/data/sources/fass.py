@@ -32,6 +32,7 @@ from benchlib.data.download import (
     fetch_source_file,
     register_remote_files,
 )
+from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.safe_pickle import load_npy
 from benchlib.data.seg_images import (
@@ -161,6 +162,7 @@ def _read_members(
     pixels = np.empty((len(members), size, size), dtype=np.uint8)
     masks = np.empty((len(members), size, size), dtype=np.uint8)
     patients = []
+    progress = ItemProgress("fass: extracting and reading", len(members), "images")
     for i, (stem, (image_name, array_name)) in enumerate(members.items()):
         patient = PATIENT.match(stem)
         require(
@@ -175,8 +177,8 @@ def _read_members(
             f"{array_name}: mask shape {mask.shape} differs from its image {image.shape}",
         )
         pixels[i], masks[i] = resize_pair(image, mask, size)
-        if (i + 1) % 200 == 0 or i + 1 == len(members):
-            LOG.info("fass: %d/%d images read", i + 1, len(members))
+        progress.update()
+    progress.close()
     return pixels, masks, patients
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib.data.paths import resolve_input_path
+from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.seg_images import (
     DEFAULT_SIZE,
@@ -85,13 +86,14 @@ def prepare_hc18(out_dir: Path, params: dict[str, Any]) -> None:
     pixels = np.empty((len(pairs), size, size), dtype=np.uint8)
     masks = np.empty((len(pairs), size, size), dtype=np.uint8)
     full_fraction = []
+    progress = ItemProgress("hc18: reading", len(pairs), "images")
     for i, (_, _, image_path, annotation_path) in enumerate(pairs):
         image = read_grey(image_path, str(image_path))
         mask = filled_mask(read_grey(annotation_path, str(annotation_path)), str(annotation_path))
         full_fraction.append(float(mask.mean()))
         pixels[i], masks[i] = resize_pair(image, mask, size)
-        if (i + 1) % 50 == 0 or i + 1 == len(pairs):
-            LOG.info("hc18: %d/%d images read", i + 1, len(pairs))
+        progress.update()
+    progress.close()
     index = pd.DataFrame(
         {
             "sample_id": [p[0] for p in pairs],

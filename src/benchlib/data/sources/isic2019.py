@@ -40,6 +40,7 @@ from benchlib.data.download import (
     register_remote_files,
 )
 from benchlib.data.paths import resolve_input_path
+from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
@@ -211,10 +212,11 @@ def build_store(
             dtype=np.uint8,
             shape=(len(split), store_side, store_side, 3),
         )
+        progress = ItemProgress("isic2019: extracting and preprocessing", len(split), "images")
         for i, name in enumerate(split["image"]):
             pixels[i] = preprocess_dermoscopy(open_image(name), side, store_side)
-            if (i + 1) % 1000 == 0 or i + 1 == len(split):
-                LOG.info("isic2019: preprocessed %d / %d images", i + 1, len(split))
+            progress.update()
+        progress.close()
         pixels.flush()
         index = pd.DataFrame(
             {

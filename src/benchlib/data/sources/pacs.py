@@ -39,6 +39,7 @@ from benchlib.data.download import (
     register_remote_files,
 )
 from benchlib.data.paths import resolve_input_path
+from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
 from benchlib.errors import BenchlibError, require
@@ -128,6 +129,7 @@ def build_domain_store(
         pixels = np.lib.format.open_memmap(
             Path(tmp) / "pixels.npy", mode="w+", dtype=np.uint8, shape=(len(images), size, size, 3)
         )
+        progress = ItemProgress(f"{dataset.name}: decoding", len(images), "images")
         for i, (domain, label, member) in enumerate(images):
             image = open_image(member).convert("RGB").resize((size, size), Image.BILINEAR)
             pixels[i] = np.asarray(image, dtype=np.uint8)
@@ -137,8 +139,8 @@ def build_domain_store(
             rows.append(
                 (f"{domain}/{label}/{stem}", classes.index(label), f"{domain}_{k % per_domain}")
             )
-            if (i + 1) % 1000 == 0 or i + 1 == len(images):
-                LOG.info("%s: decoded %d / %d images", dataset.name, i + 1, len(images))
+            progress.update()
+        progress.close()
         pixels.flush()
         index = pd.DataFrame(rows, columns=["sample_id", "label", "group"])
         index["source_split"] = ""
