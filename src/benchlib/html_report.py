@@ -52,7 +52,7 @@ def _run(argv: list[str], what: str) -> None:
 
 
 def cmd_html_report(args: argparse.Namespace) -> None:
-    from benchlib.cli import check_output_file
+    from benchlib.cli_args import check_output_file
 
     out = Path(args.out)
     require(
@@ -68,7 +68,7 @@ def cmd_html_report(args: argparse.Namespace) -> None:
 
 
 def cmd_table_html(args: argparse.Namespace) -> None:
-    from benchlib.cli import check_output_file, parse_spec
+    from benchlib.cli_args import check_output_file, parse_spec
     from benchlib.io import write_text_atomic
     from benchlib.report.html_table import table_page
 
@@ -81,7 +81,7 @@ def cmd_table_html(args: argparse.Namespace) -> None:
 
 
 def cmd_report_status(args: argparse.Namespace) -> None:
-    from benchlib.cli import check_output_file, parse_spec
+    from benchlib.cli_args import check_output_file, parse_spec
     from benchlib.io import write_text_atomic
     from benchlib.report.browse import status_page
 

@@ -17,7 +17,6 @@ from benchlib.errors import BenchlibError
 from benchlib.io import sha256_json
 from benchlib.settings import TrainingSettings
 
-
 # Training settings that only change how a run is watched: left out of metrics.json's config and
 # of the config hash, so turning them on changes no byte of metrics.json and resumes checkpoints.
 WATCH_KEYS = ("tensorboard",)

@@ -37,7 +37,6 @@ from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.safe_pickle import load_npy
 from benchlib.data.seg_images import (
     DEFAULT_SIZE,
-    LOG,
     SIZE_PARAM,
     image_size,
     read_grey,

@@ -24,7 +24,6 @@ from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.seg_images import (
     DEFAULT_SIZE,
-    LOG,
     SIZE_PARAM,
     check_sha256sums,
     hash_files,

@@ -49,6 +49,7 @@ from benchlib.report.kinds.paper_statistics import (
 )
 from benchlib.report.kinds.paper_tables import (
     COLUMN_ENTRY,
+    SCALES,
     column_specs,
     read_table_values,
     score_columns,
@@ -62,11 +63,6 @@ if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
 
 PAPER_VALUES = "config/paper_values/lightyear.csv"
-SCALES = {
-    "paper": "paper grid (the paper's data, clients, rounds and k)",
-    "sample": "CPU sample (smaller data and grid): NOT a reproduction, not comparable",
-    "demo": "demo (another dataset at CPU scale): NOT a reproduction, not comparable",
-}
 COMPARE = {
     "type": "object",
     "minProperties": 1,

@@ -25,6 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
 
+# how far a run is from the paper: stated in the first lines of every comparison report
+SCALES = {
+    "paper": "paper grid (the paper's data, clients, rounds and k)",
+    "sample": "CPU sample (smaller data and grid): NOT a reproduction, not comparable",
+    "demo": "demo (another dataset at CPU scale): NOT a reproduction, not comparable",
+}
+
 if TYPE_CHECKING:
     import pandas as pd
 
