@@ -82,15 +82,16 @@ slurm-profile:
 	fi
 
 bench: $(STAMP)
-	benchlib bench
+	benchlib bench overhead
+	benchlib bench flower
 
 # On a GPU machine, with its own Python's torch, numpy and pandas (no venv, no package index):
 # the GPU measurements README reports - paper-scale cells (bare, sequential, batched, tf32, bf16,
 # cells per GPU, projected GPU-hours) and streamed vs resident training with GPU utilisation.
 GPU_PYTHON ?= python3
 bench-gpu:
-	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench --device cuda
-	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench --stream-gb 8 --device cuda
+	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench scale --device cuda
+	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench stream --gb 8 --device cuda
 
 clean:
 	rm -rf results/data results/splits results/runs results/checkpoints results/collected

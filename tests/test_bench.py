@@ -7,14 +7,10 @@ import math
 import numpy as np
 import torch
 
-from benchlib.bench import (
-    PeakRss,
-    rss_anon_bytes,
-    run_benchmark,
-    run_stream_benchmark,
-    spread_rows,
-    write_synthetic_store,
-)
+from benchlib.bench.memory import PeakRss, rss_anon_bytes
+from benchlib.bench.overhead import run_benchmark
+from benchlib.bench.stream import run_stream_benchmark
+from benchlib.bench.synthetic import spread_rows, write_synthetic_store
 from benchlib.data.store import load_store
 from benchlib.fl.data import BatchSource
 from benchlib.tasks import get_task
@@ -101,8 +97,8 @@ def test_engine_overhead_benchmark_runs(mnist_store):
 def test_bench_cli_runs_the_stream_benchmark_on_the_named_device(tmp_path, capsys):
     from benchlib.cli import main
 
-    argv = ["bench", "--stream-gb", "0.004", "--steps", "4", "--batch-size", "4"]
-    assert main([*argv, "--device", "cpu", "--stream-dir", str(tmp_path / "store")]) == 0
+    argv = ["bench", "stream", "--gb", "0.004", "--steps", "4", "--batch-size", "4"]
+    assert main([*argv, "--device", "cpu", "--dir", str(tmp_path / "store")]) == 0
     printed = capsys.readouterr().out
     assert ") on cpu, " in printed  # the stream benchmark, not the paper-scale one
     assert "projected device-hours" not in printed

@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchlib.bench import _bench_data, _spec, run_flower_comparison
-from benchlib.bench_flower import (
+from benchlib.bench.bare import bench_data, bench_spec
+from benchlib.bench.flower import (
     FlowerWorkload,
     client_accuracy,
     client_fit,
     fedavg_by_hand,
     flower_missing,
     max_difference,
+    run_flower_comparison,
 )
 from benchlib.fl.engine import Cell
 
@@ -28,8 +29,8 @@ from benchlib.fl.engine import Cell
 @pytest.fixture
 def small_cell(tmp_path: Path, mnist_store: Path):
     def build(**training) -> Cell:
-        store, split, _ = _bench_data(tmp_path, mnist_store, clients=3, samples=48)
-        spec = _spec("fedavg", 3, persist_optimizer=False, batch_size=16, **training)
+        store, split, _ = bench_data(tmp_path, mnist_store, clients=3, samples=48)
+        spec = bench_spec("fedavg", 3, persist_optimizer=False, batch_size=16, **training)
         return Cell(spec, store, split, device=torch.device("cpu"))
 
     return build

@@ -9,8 +9,8 @@ import sys
 import pytest
 import torch
 
-from benchlib.bench_packing import measure_packing
-from benchlib.bench_scale import (
+from benchlib.bench.packing import measure_packing
+from benchlib.bench.scale import (
     WORKLOADS,
     _spec,
     bench_data,
@@ -122,7 +122,7 @@ def test_every_cataloged_method_runs_two_rounds(tmp_path):
 def test_the_scale_benchmark_imports_no_workflow_plotting_or_download_libraries():
     """A GPU machine may lack them (torchmetrics itself imports matplotlib where installed)."""
     code = (
-        "import sys, benchlib.bench_scale, benchlib.fl.engine\n"
+        "import sys, benchlib.bench.scale, benchlib.fl.engine\n"
         "from benchlib.tasks import get_task\n"
         "get_task('classification')\n"
         "heavy = ('snakemake', 'pooch', 'seaborn', 'monai', 'jsonschema')\n"

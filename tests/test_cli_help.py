@@ -38,9 +38,27 @@ def test_the_top_level_arguments_have_help():
     assert arguments_without_help(build_parser()) == []
 
 
-@pytest.mark.parametrize("name", sorted(subcommands(build_parser())))
+def all_subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Every subcommand by its full name, nested ones too (``bench scale``)."""
+    found = {}
+    pending = list(subcommands(build_parser()).items())
+    while pending:
+        name, parser = pending.pop()
+        found[name] = parser
+        if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
+            pending += [(f"{name} {n}", p) for n, p in subcommands(parser).items()]
+    return found
+
+
+def test_nested_subcommands_are_walked():
+    assert {"bench overhead", "bench stream", "bench scale", "bench kernels"} <= set(
+        all_subcommands()
+    )
+
+
+@pytest.mark.parametrize("name", sorted(all_subcommands()))
 def test_every_argument_has_help_and_the_epilog_an_example(name):
-    parser = subcommands(build_parser())[name]
+    parser = all_subcommands()[name]
     assert arguments_without_help(parser) == [], f"benchlib {name}: arguments without help"
     assert parser.epilog and "benchlib " + name in parser.epilog, (
         f"benchlib {name}: add an epilog with an example command line"

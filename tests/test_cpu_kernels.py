@@ -173,7 +173,7 @@ def test_cell_ids_are_parsed_and_checked():
 
 @pytest.mark.slow
 def test_bench_kernels_times_both_settings(smoke_workdir, monkeypatch):
-    from benchlib.bench_kernels import run_kernel_benchmark
+    from benchlib.bench.kernels import run_kernel_benchmark
     from benchlib.config import Cell
 
     monkeypatch.chdir(smoke_workdir)

@@ -13,7 +13,7 @@ import torch
 import yaml
 from conftest import REPO
 
-from benchlib.bench import write_synthetic_store
+from benchlib.bench.synthetic import write_synthetic_store
 from benchlib.config import validate_schema
 from benchlib.data.store import load_store
 from benchlib.errors import BenchlibError

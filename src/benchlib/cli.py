@@ -15,19 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchlib.cli_args import check_output_dir, check_output_file, parse_spec, require_keys
+from benchlib.cli_args import (
+    check_output_dir,
+    check_output_file,
+    parse_spec,
+    require_keys,
+    set_threads,
+)
 from benchlib.errors import BenchlibError, missing_extra
 
 LOG = logging.getLogger("benchlib")
-
-
-def _set_threads(threads: int | None) -> None:
-    if threads is not None and threads < 1:
-        raise BenchlibError(f"--threads must be at least 1, got {threads}")
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
 
 
 # ---------------------------------------------------------------------------- commands
@@ -150,7 +147,7 @@ def _run_spec(
     cpu_kernels.apply(spec.training.cpu_kernels)
     from benchlib.fl.engine import run_cell
 
-    _set_threads(threads)
+    set_threads(threads)
     for path in (out, timing) if timing else (out,):
         check_output_file(path)
     check_output_dir(checkpoints)
@@ -184,21 +181,6 @@ def cmd_report(args: argparse.Namespace) -> None:
         check_output_file(path)
     kind.render(spec, [Path(p) for p in args.collected], outputs)
     LOG.info("wrote %s", " and ".join(args.out))
-
-
-def cmd_bench_kernels(args: argparse.Namespace) -> None:
-    from benchlib.bench_kernels import run_kernel_benchmark
-    from benchlib.spec import Cell
-
-    config = Path(args.config)
-    if args.cell:
-        cell = Cell.parse(args.cell)
-    else:
-        from benchlib.config import load_config
-
-        loaded = load_config(config)
-        cell = loaded.cells(next(iter(loaded.experiments)))[0]
-    run_kernel_benchmark(config, cell, repeats=args.repeats, threads=args.threads or 1)
 
 
 def cmd_digest(args: argparse.Namespace) -> None:
@@ -279,49 +261,6 @@ def cmd_selections(args: argparse.Namespace) -> None:
         )
 
 
-def cmd_bench(args: argparse.Namespace) -> None:
-    from benchlib.bench import run_benchmark, run_flower_comparison, run_stream_benchmark
-    from benchlib.fl.device import select_device
-
-    _set_threads(args.threads)
-    if args.device is not None and args.stream_gb is None:
-        from benchlib.bench_scale import WORKLOADS, run_scale_benchmark
-
-        unknown = sorted(set(args.workloads or ()) - set(WORKLOADS))
-        if unknown:
-            raise BenchlibError(f"unknown workloads {unknown}; choose from {sorted(WORKLOADS)}")
-        run_scale_benchmark(
-            select_device(args.device),
-            workloads=tuple(args.workloads or WORKLOADS),
-            train=args.samples,
-            repeats=args.repeats,
-            packing=tuple(args.pack) if args.pack is not None else None,
-            precisions=tuple(args.precisions) if args.precisions is not None else None,
-        )
-        return
-    if args.stream_gb is None:
-        run_benchmark(
-            rounds=args.rounds,
-            clients=args.clients,
-            samples=args.samples or 400,
-            repeats=args.repeats,
-        )
-        if args.flower_rounds > 0:
-            run_flower_comparison(
-                rounds=args.flower_rounds, clients=args.clients, samples=args.samples or 400
-            )
-        return
-    if args.stream_dir:
-        check_output_dir(Path(args.stream_dir))
-    run_stream_benchmark(
-        size_gib=args.stream_gb,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        store_dir=Path(args.stream_dir) if args.stream_dir else None,
-        device=select_device(args.device or "cpu"),
-    )
-
-
 # ------------------------------------------------------------------------------ parser
 class _PrintVersion(argparse.Action):
     """``--version``: the version and git commit (git runs only when it is asked for)."""
@@ -335,7 +274,7 @@ class _PrintVersion(argparse.Action):
 
 # Steps whose kernels are chosen elsewhere: a cell by its training.cpu_kernels, the benchmarks by
 # the caller's environment (they measure speed). Every other step computes with portable kernels.
-_OWN_KERNELS = ("cmd_run", "cmd_run_cell", "cmd_bench")
+_OWN_KERNELS = ("cmd_run", "cmd_run_cell")  # and every cmd_bench_*: they set their own
 
 
 # One example command line per subcommand, shown at the end of its --help (the Snakemake rules
@@ -357,7 +296,6 @@ EXAMPLES = {
     "results/runs/mnist5k/*/*/k*/seed0/metrics.json",
     "report": "benchlib report --kind robustness_table --spec @spec.json "
     "--collected results/collected/mnist5k/sfa.csv --out tables/mnist5k_sfa.tex",
-    "bench-kernels": "benchlib bench-kernels config/demo.yaml --cell mnist5k/sfa/fedavg/k1/seed0",
     "digest": "benchlib digest results/runs/mnist5k --out my_digest.json "
     "--description 'make demo on our cluster'",
     "verify": "benchlib verify results/runs/mnist5k   (the demo against its reference digest)",
@@ -365,7 +303,6 @@ EXAMPLES = {
     "targets": "benchlib targets config/demo.yaml   (or: benchlib targets --specs)",
     "selections": "benchlib selections --from-round 3 results/runs/mnist5k/sfa/lightyear/k3/"
     "seed0/metrics.json",
-    "bench": "benchlib bench --rounds 3 --clients 8   (or: benchlib bench --stream-gb 8)",
     "status": "benchlib status --config config/demo.yaml tables/mnist5k_sfa.tex",
 }
 
@@ -444,17 +381,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collected", nargs="*", default=[], help="collected CSVs the kind reads")
     p.add_argument("--out", nargs="+", required=True, help="file(s) to write: .tex, or .pdf .png")
 
-    p = add(
-        "bench-kernels",
-        cmd_bench_kernels,
-        "time one cell with native and with portable CPU kernels (alternating fresh processes) "
-        "and print the ratio; its store and split must be prepared",
-    )
-    p.add_argument("config", help="config file, e.g. config/demo.yaml")
-    p.add_argument("--cell", help="experiment/malfunction/method/kK/seedS (default: the first)")
-    p.add_argument("--repeats", type=int, default=3, help="runs per setting (default 3)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default 1)")
-
     p = add("digest", cmd_digest, "write the digest of a finished run's numbers (to publish)")
     p.add_argument("results", nargs="+", help="results folder(s) or metrics.json files")
     p.add_argument("--out", required=True, help="digest JSON to write")
@@ -499,73 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-round", type=int, default=1, help="first round counted (default 1)")
     p.add_argument("metrics", nargs="+", help="metrics.json files of P2P cells")
 
-    p = add(
-        "bench",
-        cmd_bench,
-        "time engine rounds against the bare training loop, or (--stream-gb) streamed training "
-        "from a generated large store against resident training",
-    )
-    p.add_argument("--rounds", type=int, default=3, help="FL rounds per timed run (default 3)")
-    p.add_argument("--clients", type=int, default=8, help="clients per cell (default 8)")
-    p.add_argument(
-        "--samples",
-        type=int,
-        default=None,
-        help="training samples per client (default 400; --device: the paper's on a GPU)",
-    )
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per variant (default 3)")
-    p.add_argument(
-        "--flower-rounds",
-        type=int,
-        default=6,
-        help="rounds of the FedAvg cell timed in the engine and in Flower's simulation engine "
-        "(needs the optional extra: pip install -e '.[bench]'; 0 skips it)",
-    )
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    p.add_argument(
-        "--stream-gb",
-        type=float,
-        default=None,
-        help="run the streaming benchmark on a generated store of this many GiB (e.g. 8)",
-    )
-    p.add_argument("--steps", type=int, default=400, help="streaming: training steps per mode")
-    p.add_argument("--batch-size", type=int, default=32, help="streaming: batch size")
-    p.add_argument(
-        "--stream-dir",
-        default=None,
-        help="streaming: folder for the generated store, kept and reused (default: a temporary "
-        "folder, removed afterwards)",
-    )
-    p.add_argument(
-        "--device",
-        default=None,
-        help="paper-scale benchmark on this device (cpu, cuda): bare loop vs engine sequential "
-        "vs engine batched clients for a FEMNIST-CNN and a DenseNet121/Camelyon17-shaped cell, "
-        "and the projected device-hours of each paper grid; with --stream-gb: the device the "
-        "streaming benchmark trains on (default cpu; on a GPU it also reports GPU busy)",
-    )
-    p.add_argument(
-        "--workloads",
-        nargs="+",
-        default=None,
-        help="--device: which workloads (femnist_cnn, densenet121_camelyon17; default both)",
-    )
-    p.add_argument(
-        "--pack",
-        nargs="*",
-        type=int,
-        default=None,
-        help="--device: also time this many cells at once on the device, e.g. --pack 1 2 4 "
-        "(default 1 2 4 on a GPU, none on CPU; --pack with no number: none)",
-    )
-    p.add_argument(
-        "--precisions",
-        nargs="*",
-        choices=("fp32", "tf32", "bf16"),
-        default=None,
-        help="--device: reduced training.precision values also timed on the engine's fastest "
-        "path (default tf32 bf16 on a GPU, none on CPU; with no value: none)",
-    )
+    from benchlib.bench import commands as bench  # torch-free until a benchmark runs
+
+    bench.register(add)
 
     from benchlib import status  # torch-free; its module holds the command and its arguments
 
@@ -586,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     try:
-        if args.func.__name__ not in _OWN_KERNELS:
+        own = args.func.__name__ in _OWN_KERNELS or args.func.__name__.startswith("cmd_bench")
+        if not own:
             from benchlib import cpu_kernels
 
             cpu_kernels.apply("portable")

@@ -52,3 +52,13 @@ def check_output_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise BenchlibError(f"output path {path} is an existing file; remove it or choose another")
     check_output_file(path / "_")
+
+
+def set_threads(threads: int | None) -> None:
+    """Torch intra-op threads for this process (None: torch's default); checked."""
+    if threads is not None and threads < 1:
+        raise BenchlibError(f"--threads must be at least 1, got {threads}")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)

@@ -1,4 +1,4 @@
-"""Paper-scale benchmark (``benchlib bench --device DEVICE``): where a GPU-hour goes.
+"""Paper-scale benchmark (``benchlib bench scale --device DEVICE``): where a GPU-hour goes.
 
 For each workload - a FEMNIST-CNN cell (8 clients, 28x28 grey) and a DenseNet121 cell shaped
 like Camelyon17 (5 clients, 96x96 RGB patches) - it builds a synthetic store of the paper's
@@ -38,17 +38,11 @@ from typing import Any
 
 import torch
 
-from benchlib.bench import (
-    PeakRss,
-    _bare_eval,
-    _bare_train,
-    _BareData,
-    spread_rows,
-    write_bench_split,
-    write_synthetic_store,
-)
-from benchlib.bench_device import GpuUtilisation, sync_device
-from benchlib.bench_packing import measure_packing
+from benchlib.bench.bare import BareData, bare_eval, bare_train
+from benchlib.bench.device import GpuUtilisation, sync_device
+from benchlib.bench.memory import PeakRss
+from benchlib.bench.packing import measure_packing
+from benchlib.bench.synthetic import spread_rows, write_bench_split, write_synthetic_store
 from benchlib.data.store import load_store
 from benchlib.fl.engine import Cell
 from benchlib.fl.optim import build_optimizer
@@ -246,13 +240,13 @@ def measure_workload(
     for method, pairs in (("fedavg", "global"), ("lightyear", "all")):
         sequential = Cell(_spec(workload, method, "off"), store, split, device=device)
         variants: dict[str, Callable[[], None]] = {}
-        bare = _BareData(sequential)
+        bare = BareData(sequential)
         models = [copy.deepcopy(m) for m in sequential.models]
         optimizers = [build_optimizer(list(m.parameters()), sequential.training) for m in models]
 
         def bare_round(m=models, o=optimizers, c=sequential, d=bare, p=pairs) -> None:
-            _bare_train(c, d, m, o)
-            _bare_eval(d, m, p)
+            bare_train(c, d, m, o)
+            bare_eval(d, m, p)
 
         variants["bare"] = bare_round
         variants["engine sequential"] = _engine_round(sequential)
@@ -471,7 +465,7 @@ def _measure_packing(
     )
 
 
-if __name__ == "__main__":  # python -m benchlib.bench_scale [device]: no CLI dependencies
+if __name__ == "__main__":  # python -m benchlib.bench.scale [device]: no CLI dependencies
     import sys
 
     run_scale_benchmark(

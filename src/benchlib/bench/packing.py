@@ -1,4 +1,4 @@
-"""Several cells on one device at once: what packing buys (``benchlib bench --device --pack``).
+"""Several cells on one device at once: what packing buys (``benchlib bench scale --pack``).
 
 The SLURM profile can put several ``run_cell`` jobs on one GPU (``BENCHLIB_CELLS_PER_GPU``);
 they then run as concurrent processes sharing the device. Here ``n`` processes each build a cell
@@ -7,7 +7,7 @@ methods), train one warm-up round, wait for a common start, and train ``rounds``
 time from the start to the last finish gives the effective seconds per cell-round at ``n`` cells
 per device, and the ratio to ``n = 1`` is the speed-up of packing.
 
-Imports only torch, numpy and pandas (like :mod:`benchlib.bench_scale`). Timings are printed,
+Imports only torch, numpy and pandas (like :mod:`benchlib.bench.scale`). Timings are printed,
 never asserted.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from benchlib.bench_device import sync_device
+from benchlib.bench.device import sync_device
 
 Print = Callable[[str], None]
 

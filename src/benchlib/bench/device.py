@@ -1,4 +1,4 @@
-"""What the benchmarks need from a device: waiting for its queued work and sampling how busy it
+"""What the benchmarks need from a device: waiting for its queued work and sampling its use.
 is. Imports torch alone (a GPU machine may offer little else)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Native vs portable CPU kernels: the same cell timed both ways (``benchlib bench-kernels``).
+"""Native vs portable CPU kernels: the same cell timed both ways (``benchlib bench kernels``).
 
 The kernel family is fixed when torch loads, so each run is a fresh ``benchlib run`` process;
 the two settings alternate so that drifting machine load hits both alike. The time compared is

@@ -1,4 +1,4 @@
-"""Flower's simulation engine on the engine benchmark's workload (``benchlib bench``, CPU).
+"""Flower's simulation engine on the engine benchmark's workload (``benchlib bench flower``).
 
 The question the column answers: what would the same FedAvg cell cost in the framework a user
 would otherwise pick? Both sides train the same clients (the engine's rows, as float tensors),
@@ -25,18 +25,23 @@ skipped with a message (:func:`flower_missing`).
 from __future__ import annotations
 
 import copy
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from benchlib.bench.bare import bench_data, bench_spec
 from benchlib.fl.engine import Cell
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.settings import TrainingSettings
+
+Print = Callable[[str], None]
 
 INSTALL_HINT = "pip install -e '.[bench]'"
 State = dict[str, torch.Tensor]
@@ -240,3 +245,50 @@ def max_difference(a: State, b: State) -> float:
         for name in a
         if a[name].is_floating_point()
     )
+
+
+def run_flower_comparison(
+    rounds: int = 6,
+    clients: int = 8,
+    samples: int = 400,
+    store: Path | None = None,
+    out: Print = print,
+) -> dict[str, float] | None:
+    """Time a ``rounds``-round FedAvg cell in the engine and in Flower's simulation engine.
+
+    Both train the same workload from the same weights (this module); the
+    printed weight difference shows they did the same work. Returns Flower / engine ratios, or
+    None (with a message) when Flower is not installed.
+    """
+    missing = flower_missing()
+    if missing is not None:
+        out(missing)
+        return None
+    cpus = torch.get_num_threads()
+    with tempfile.TemporaryDirectory() as tmp:
+        store, split, train_size = bench_data(Path(tmp), store, clients, samples)
+        spec = bench_spec("fedavg", clients, persist_optimizer=False)
+        workload = FlowerWorkload.of_cell(Cell(spec, store, split, device=torch.device("cpu")))
+        cell = Cell(spec, store, split, device=torch.device("cpu"))
+        tick = time.perf_counter()
+        for round_index in range(rounds):
+            cell.run_round(round_index)
+        engine = time.perf_counter() - tick
+        engine_state = copy.deepcopy(cell.scratch)
+        cell.layout.load(engine_state, cell.global_vector)
+        flower = run_flower_cell(workload, rounds, cpus)
+    difference = max_difference(engine_state.state_dict(), flower.final_state)
+    out(
+        f"\nFedAvg cell of {rounds} rounds: {clients} clients x ~{train_size} train samples, "
+        f"{cpus} cores (Flower: {clients} virtual clients on Ray, 1 core and 1 thread each)"
+    )
+    out(f"{'run':<32} {'seconds':>8} {'x engine':>9}")
+    rows = {
+        "engine (benchlib)": engine,
+        "Flower simulation, rounds": flower.rounds_s,
+        "Flower simulation, with start-up": flower.total_s,
+    }
+    for name, seconds in rows.items():
+        out(f"{name:<32} {seconds:>8.2f} {seconds / engine:>9.2f}")
+    out(f"final global models: max |engine - Flower| = {difference:.2e} (same workload)")
+    return {"rounds": flower.rounds_s / engine, "total": flower.total_s / engine}
