@@ -163,7 +163,7 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: dataset(c)["training"].update(precision="fp16"))
 
 
-@case("unknown_precision_in_a_cell_spec", "unknown training.precision 'fp16'")
+@case("unknown_precision_in_a_cell_spec", "--spec training: precision: 'fp16' is not one of")
 def _(ctx: Ctx) -> list[str]:
     training = {**ctx.spec["training"], "precision": "fp16"}
     return ctx.run(spec=ctx.spec_with(training=training))
@@ -174,7 +174,7 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: dataset(c)["training"].update(cpu_kernels="avx512"))
 
 
-@case("unknown_cpu_kernels_in_a_cell_spec", "unknown training.cpu_kernels 'fast'")
+@case("unknown_cpu_kernels_in_a_cell_spec", "--spec training: cpu_kernels: 'fast' is not one of")
 def _(ctx: Ctx) -> list[str]:
     training = {**ctx.spec["training"], "cpu_kernels": "fast"}
     return ctx.run(spec=ctx.spec_with(training=training))
@@ -195,7 +195,7 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: dataset(c).update(clients=-3))
 
 
-@case("tau_above_one", "method 'lightyear': tau: 1.5 is greater than the maximum of 1")
+@case("tau_above_one", "(method 'lightyear') params: tau: 1.5 is greater than the maximum of 1")
 def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: c["methods"]["lightyear"]["params"].update(tau=1.5))
 
