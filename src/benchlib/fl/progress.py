@@ -68,7 +68,9 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def round_entry(cell: Any, round_index: int, seconds: float) -> dict[str, Any]:
+def round_entry(
+    cell: Any, round_index: int, seconds: float, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The progress line of ``cell``'s (an :class:`benchlib.fl.engine.Cell`) finished round."""
     history = cell.history
     val = list(history.val[round_index])
@@ -93,6 +95,7 @@ def round_entry(cell: Any, round_index: int, seconds: float) -> dict[str, Any]:
         entry["nonfinite"] = nonfinite
     if len(history.round_metrics) > round_index:
         entry["round_metrics"] = history.round_metrics[round_index]
+    entry.update(extra or {})
     return _finite(entry)
 
 
@@ -108,15 +111,20 @@ def _keep_rounds_before(path: Path, first_round: int) -> None:
 
 
 def record_round(
-    metrics_path: str | Path, cell: Any, round_index: int, seconds: float
+    metrics_path: str | Path,
+    cell: Any,
+    round_index: int,
+    seconds: float,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Append ``cell``'s finished round to the progress file beside ``metrics_path``; the
-    first round a run trains (``cell.start_round``) first drops stale lines."""
+    """Append ``cell``'s finished round (plus ``extra`` keys) to the progress file beside
+    ``metrics_path``; the first round a run trains (``cell.start_round``) first drops stale
+    lines."""
     path = progress_path(metrics_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if round_index == cell.start_round:
         _keep_rounds_before(path, round_index)
-    entry = round_entry(cell, round_index, seconds)
+    entry = round_entry(cell, round_index, seconds, extra)
     with open(path, "a") as handle:
         handle.write(json.dumps(entry, separators=(",", ":"), allow_nan=False) + "\n")
     return entry
