@@ -10,7 +10,9 @@ the round's checkpoint is written). A line holds:
   metric, ``null`` when not finite), ``mean_val``;
 - the round's share of the method's history: ``selections`` and ``scores`` (P2P peer choices and
   trust scores, when the method records them), ``schedule`` (the malfunctions applied),
-  ``nonfinite`` and ``round_metrics`` (when present).
+  ``nonfinite`` and ``round_metrics`` (when present);
+- ``val_loss`` (each client's validation loss), only with ``training.tensorboard``
+  (:mod:`benchlib.fl.tensorboard`).
 
 Resume: the first round a (resumed) run trains drops every line of that round or later, so the
 file always holds exactly one line per round that the current checkpoint chain has finished
