@@ -72,6 +72,12 @@ def test_events_equal_progress_and_metrics_json_is_unchanged(
         [entry["val_accuracy"][2] for entry in progress], rel=1e-6
     )
     assert {"selections/client_1", "scores/client_1", "round/seconds"} <= set(events)
+    # each client's validation loss: in the line and the events only when TensorBoard is on
+    assert [v for _, v in events["val_loss/client_0"]] == pytest.approx(
+        [entry["val_loss"][0] for entry in progress], rel=1e-6
+    )
+    assert all(0 < entry["val_loss"][0] < 10 for entry in progress)
+    assert all("val_loss" not in entry for entry in read_progress(plain.parent / "progress.jsonl"))
     assert [v for _, v in events["malfunctions/count"]] == [1.0, 1.0, 1.0]
 
 

@@ -88,9 +88,9 @@ class TrainingSettings:
         {"type": "boolean"},
         False,
         "also write TensorBoard event files per cell (tensorboard/ beside its metrics.json; the "
-        "tracking extra): per round each client's primary validation metric, their mean, the "
-        "round's seconds and the method's summary. Changes no byte of metrics.json (and not "
-        "the config hash)",
+        "tracking extra): per round each client's primary validation metric and validation "
+        "loss, their means, the round's seconds and the method's summary (progress.jsonl then "
+        "also carries val_loss). Changes no byte of metrics.json (and not the config hash)",
     )
     cpu_kernels: str = _setting(
         {"enum": ["portable", "native"]},

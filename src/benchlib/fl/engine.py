@@ -540,9 +540,12 @@ def run_cell(
             return None
         tick = time.perf_counter()
         cell.run_round(round_index)
-        entry = record_round(out_path, cell, round_index, time.perf_counter() - tick)  # pre-ckpt
-        if events is not None:
-            events.add_round(entry)
+        seconds = time.perf_counter() - tick
+        if events is None:
+            record_round(out_path, cell, round_index, seconds)  # before its checkpoint
+        else:  # TensorBoard on: also each client's validation loss, in the line and the events
+            losses = {"val_loss": [cell.scoring.loss(c, "val") for c in cell.federation]}
+            events.add_round(record_round(out_path, cell, round_index, seconds, losses))
         save_checkpoint(ckpt_dir, round_index, cell.state(round_index))
         round_times.append(time.perf_counter() - tick)
         val = [v for v in cell.history.val[-1] if v is not None]

@@ -10,7 +10,9 @@ the round's checkpoint is written). A line holds:
   metric, ``null`` when not finite), ``mean_val``;
 - the round's share of the method's history: ``selections`` and ``scores`` (P2P peer choices and
   trust scores, when the method records them), ``schedule`` (the malfunctions applied),
-  ``nonfinite`` and ``round_metrics`` (when present).
+  ``nonfinite`` and ``round_metrics`` (when present);
+- ``val_loss`` (each client's validation loss), only with ``training.tensorboard``
+  (:mod:`benchlib.fl.tensorboard`).
 
 Resume: the first round a (resumed) run trains drops every line of that round or later, so the
 file always holds exactly one line per round that the current checkpoint chain has finished
@@ -68,7 +70,9 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def round_entry(cell: Any, round_index: int, seconds: float) -> dict[str, Any]:
+def round_entry(
+    cell: Any, round_index: int, seconds: float, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The progress line of ``cell``'s (an :class:`benchlib.fl.engine.Cell`) finished round."""
     history = cell.history
     val = list(history.val[round_index])
@@ -93,6 +97,7 @@ def round_entry(cell: Any, round_index: int, seconds: float) -> dict[str, Any]:
         entry["nonfinite"] = nonfinite
     if len(history.round_metrics) > round_index:
         entry["round_metrics"] = history.round_metrics[round_index]
+    entry.update(extra or {})
     return _finite(entry)
 
 
@@ -108,15 +113,20 @@ def _keep_rounds_before(path: Path, first_round: int) -> None:
 
 
 def record_round(
-    metrics_path: str | Path, cell: Any, round_index: int, seconds: float
+    metrics_path: str | Path,
+    cell: Any,
+    round_index: int,
+    seconds: float,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Append ``cell``'s finished round to the progress file beside ``metrics_path``; the
-    first round a run trains (``cell.start_round``) first drops stale lines."""
+    """Append ``cell``'s finished round (plus ``extra`` keys) to the progress file beside
+    ``metrics_path``; the first round a run trains (``cell.start_round``) first drops stale
+    lines."""
     path = progress_path(metrics_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if round_index == cell.start_round:
         _keep_rounds_before(path, round_index)
-    entry = round_entry(cell, round_index, seconds)
+    entry = round_entry(cell, round_index, seconds, extra)
     with open(path, "a") as handle:
         handle.write(json.dumps(entry, separators=(",", ":"), allow_nan=False) + "\n")
     return entry

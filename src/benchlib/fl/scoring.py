@@ -76,6 +76,18 @@ class Scorer:
         outputs = self.outputs(vector, rows, client)
         return self.cell.task.primary(outputs, self.cell.source.targets_of(rows))
 
+    def loss(self, client: int, subset: str) -> float | None:
+        """The client's mean task loss on ``subset`` with the model it is scored with (None
+        when the subset is empty or the loss not finite)."""
+        rows = self.cell.clients[client].rows[subset]
+        if not len(rows):
+            return None
+        outputs = self.outputs(self.evaluation_vector(client), rows, client)
+        with torch.no_grad():
+            return finite_or_none(
+                float(self.cell.loss_fn(outputs, self.cell.source.targets_of(rows)))
+            )
+
     def evaluation_vector(self, client: int) -> torch.Tensor:
         """The model a federation client is scored with: star - the method's view of the
         global model (e.g. Ditto's personal model); P2P - the client's own model."""

@@ -7,6 +7,9 @@ events hold exactly the values of progress.jsonl:
 
 - ``val_<metric>/client_<c>`` (each client's primary validation metric; a non-finite one is not
   written) and ``val_<metric>/mean``;
+- ``val_loss/client_<c>`` and ``val_loss/mean``: each client's mean task loss on its validation
+  data with the model it is scored with (one more forward pass per client and round, made only
+  when TensorBoard is on; the progress line then carries ``val_loss`` too);
 - ``round/seconds``;
 - the method's per-round summary: ``selections/client_<c>`` (how many peers client c kept),
   ``scores/client_<c>`` (the mean of c's finite scores of its peers), ``malfunctions/count``
@@ -43,10 +46,14 @@ def round_scalars(entry: dict[str, Any]) -> Iterator[tuple[str, float]]:
     clients = entry.get("clients", [])
     for key, values in entry.items():
         if key.startswith("val_") and isinstance(values, list):
+            finite = [n for n in map(_number, values) if n is not None]
             for client, value in zip(clients, values, strict=False):
                 if (number := _number(value)) is not None:
                     yield f"{key}/client_{client}", number
-            if (mean := _number(entry.get("mean_val"))) is not None:
+            mean = _number(entry.get("mean_val")) if key != "val_loss" else None
+            if key == "val_loss" and finite:
+                mean = sum(finite) / len(finite)
+            if mean is not None:
                 yield f"{key}/mean", mean
     if (seconds := _number(entry.get("seconds"))) is not None:
         yield "round/seconds", seconds
