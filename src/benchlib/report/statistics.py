@@ -64,7 +64,7 @@ def bootstrap_ci(
     if len(data) < 2:
         return Interval(len(data), None, None, f"{TOO_FEW} (n = {len(data)})")
     if np.ptp(data) <= 1e-12 * max(1.0, float(np.abs(data).max())):  # every resample: one mean
-        return Interval(len(data), float(data.mean()), float(data.mean()), "all units equal")
+        return Interval(len(data), float(data[0]), float(data[0]), "all units equal")
     result = bootstrap(
         (data,),
         np.mean,
