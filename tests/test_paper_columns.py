@@ -115,6 +115,8 @@ def test_fedagain_demo_report_by_hand(tmp_path: Path) -> None:
     assert "| fedagain | 82.50 +- 0.00 | n too small (n = 1) | 1 | ~75.00 | 7.50 | - |" in text
     assert "fedagain vs. fedavg: paired t-test, n too small (n = 1 pairs" in text
     assert "| Figure 10 | Light | precision_macro | 2 |" in text
+    # macro scores in percent too (no per-class counts here: test-size-weighted client values)
+    assert "| fedavg | 70.00 +- 0.00 | n too small (n = 1) | 1 | ~67.00 | 3.00 | - |" in text
 
 
 def test_columns_mode_errors() -> None:

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
 
 VALUE_COLUMNS = ("source", "column", "method", "metric", "mean", "std")
+# FedAgain's macro scores, in [0, 1] like accuracy: shown in percent as the paper prints them
+MACRO_METRICS = frozenset({"recall_macro", "precision_macro", "f1_macro"})
 NOT_SCORED = frozenset({"round", "c_params_m", "seconds"})  # paper numbers no cell metric gives
 COLUMN_ENTRY = {
     "type": "object",
@@ -229,6 +231,7 @@ def score_columns(columns: list[dict[str, Any]], inputs: list[Path]) -> tuple[An
 
     from benchlib.report.stats import PERCENT_METRICS
 
+    percent_metrics = PERCENT_METRICS | MACRO_METRICS
     names = spec_inputs(columns)
     require(len(inputs) == len(names), f"expected {len(names)} cell files, got {len(inputs)}")
     files = dict(zip(names, inputs, strict=True))
@@ -241,7 +244,7 @@ def score_columns(columns: list[dict[str, Any]], inputs: list[Path]) -> tuple[An
             out.append(frame.assign(**where, order=frame["method"].map(order)))
     cells_frame, units_frame = pd.concat(cells), pd.concat(units)
     for frame in (cells_frame, units_frame):
-        percent = frame["metric"].isin(PERCENT_METRICS)
+        percent = frame["metric"].isin(percent_metrics)
         frame.loc[percent, "value"] = 100 * frame.loc[percent, "value"]
     keys = ["position", "metric", "order"]  # the config's column order, the methods' order
     return (
