@@ -46,6 +46,8 @@ def test_the_papers_aggregates_cover_every_target_once(paper_aggregates):
 def test_config_like_targets_are_found():
     targets = ["tables/a.tex", "config/demo.yaml", "x.yml", "c.json", "figures/b.png"]
     assert config_file_targets(targets) == ["config/demo.yaml", "x.yml", "c.json"]
+    outputs = ["results/runs/e/none/fedavg/k0/seed0/metrics.json", "results/data/d/manifest.json"]
+    assert config_file_targets(outputs) == []  # the workflow's own JSON files are targets
 
 
 def snakemake(tmp_path, *args: str) -> subprocess.CompletedProcess:

@@ -539,6 +539,7 @@ def test_nonfinite_models_from_a_malfunction_are_survived_and_recorded(
 ):
     spec = smoke_cell_spec("fedavg", "ana", k=1)
     spec["method"] = spec["method_id"] = method
+    spec["method_params"] = {}  # the config filled in fedavg's; this method's are its defaults
     spec["malfunction_params"]["ana"] = {"scale": 1e40}  # noise overflows float32 to Inf
     result = subprocess.run(
         Ctx(tmp_path, mnist_store, smoke_split, spec, "").run(),

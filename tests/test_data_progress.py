@@ -108,11 +108,11 @@ def test_corrupting_a_store_logs_its_progress(tmp_path, monkeypatch, caplog):
 
 
 def test_preparing_hc18_logs_count_percent_and_eta(tmp_path, monkeypatch, caplog):
-    from benchlib.data.sources.hc18 import prepare_hc18
+    from benchlib.data.registry import get_dataset
 
     every_line(monkeypatch)
     with caplog.at_level(logging.INFO, logger="benchlib"):
-        prepare_hc18(tmp_path / "store", {"path": str(HC18)})
+        get_dataset("hc18").prepare(tmp_path / "store", {"path": str(HC18)})
     found = [m for m in map(LINE.match, messages(caplog)) if m and m.group(1) == "hc18: reading"]
     assert [int(m.group(2)) for m in found] == list(range(1, 203))
     assert {m.group(3) for m in found} == {"202"} and found[-1].group(5) == "100"

@@ -171,6 +171,8 @@ def dense_config(root) -> dict:
                         "params": {"dense": True, "z_dim": 16, "cmi": 0.001}},
     }  # fmt: skip
     config["experiments"]["fets"]["methods"] = ["fedsr_dense"]
+    # the held-out client scored on its test rows, whose class maps the cell saves
+    config["datasets"]["fets"]["training"]["held_out_rows"] = "test"
     config["reports"] = {
         "fets_table": {"kind": "tfl_table", "metric": "dice", "methods": ["fedsr_dense"],
                        "rows": [{"label": "OOF", "experiment": "fets", "scope": "oof"}],

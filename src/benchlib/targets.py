@@ -65,5 +65,12 @@ def requested_targets() -> list[str]:
 
 def config_file_targets(targets: list[str]) -> list[str]:
     """Targets that look like config files (the ``--configfile X TARGET`` trap the other way
-    round: ``snakemake config/demo.yaml`` asks to build the config)."""
-    return [t for t in targets if t.endswith((".yaml", ".yml", ".json"))]
+    round: ``snakemake config/demo.yaml`` asks to build the config): YAML files, and JSON files
+    outside ``results/`` (the workflow's own JSON outputs, e.g. a cell's metrics.json, are
+    targets)."""
+    return [
+        t
+        for t in targets
+        if t.endswith((".yaml", ".yml"))
+        or (t.endswith(".json") and not t.startswith(("results/", "./results/")))
+    ]

@@ -113,9 +113,9 @@ class TflTable(ReportKind):
         "best_round": {"type": "boolean"},
         "pooling": {
             "enum": list(POOLINGS),
-            "default": "pooled",
-            "description": "pooled: the metric of the scope's pooled predictions (the paper's); "
-            "clients: the mean of the scope's per-client metrics",
+            "description": "pooled: the metric of the scope's pooled predictions (the paper's; "
+            "the default); clients: the mean of the scope's per-client metrics (the default and "
+            "the only reading for segmentation, whose cells record no pooled scores)",
         },
         "transmissions": {
             "type": "object",
@@ -179,6 +179,16 @@ class TflTable(ReportKind):
             metric, params.get("percent"), params.get("decimals"), params.get("metric_label")
         )
         best = bool(params.get("best_round", False))
+        segmentation = any(
+            config.datasets[config.experiments[r["experiment"]]["dataset"]].get("task")
+            == "segmentation"
+            for r in rows
+        )
+        pooling = params.get("pooling", "clients" if segmentation else "pooled")
+        require(
+            not (segmentation and pooling == "pooled"),
+            f"reports.{name}: segmentation cells record no pooled scores; set pooling: clients",
+        )
         transmissions = dict(params.get("transmissions", {}))
         if best:
             self._check_round_metrics(name, params, rows, metric, config)
@@ -194,7 +204,7 @@ class TflTable(ReportKind):
             "methods": [[m, config.method_label(m)] for m in params["methods"]],
             "centralized": [[m, config.method_label(m)] for m in centralized],
             "best_round": best,
-            "pooling": params.get("pooling", "pooled"),
+            "pooling": pooling,
             "transmissions": transmissions,
             "rows": rows,
             "columns": params.get("columns", "methods"),
