@@ -135,7 +135,7 @@ def test_fedsr_z_dim_per_backbone_and_the_quoted_tables_8_and_9():
     assert [quoted[d]["fedavg"] for d in "CPR"] == [23.16, 40.19, 43.47]
     table8 = config.reports["tfl_table8"].spec
     f5 = [m for m, label in table8["methods"] if label == "f = 5"]
-    assert len(f5) == 1 and config.methods[f5[0]]["params"] == {"update_every": 5}
+    assert len(f5) == 1 and config.raw["methods"][f5[0]]["params"] == {"update_every": 5}
     assert table8["quoted"]["A (OOF)"][f5[0]] == 58.28
     assert table8["quoted"]["A (OOF)"]["tfl"] == 59.05
 
