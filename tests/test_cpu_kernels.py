@@ -64,15 +64,6 @@ def test_unknown_setting_is_a_clear_error():
 PROBE = """
 import json, sys
 from benchlib import cpu_kernels
-from benchlib.settings import TrainingSettings
-
-MINIMAL_TRAINING = {
-    "optimizer": "adam",
-    "lr": 0.1,
-    "batch_size": 4,
-    "local_epochs": 1,
-    "rounds": 1,
-}
 applied = cpu_kernels.apply(sys.argv[1])
 import torch
 print(json.dumps({"applied": applied, **cpu_kernels.in_effect(sys.argv[1])}))

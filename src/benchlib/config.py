@@ -352,32 +352,36 @@ class Config:
         return [name for name, report in self.reports.items() if report.output == "table"]
 
     def cell_spec(self, cell: Cell) -> dict[str, Any]:
-        """The resolved, self-contained spec of one cell (its config hash names its state)."""
+        """The resolved, self-contained spec of one cell (its config hash names its state).
+
+        The dataset and method entries were checked and filled when the config loaded, so no
+        value is validated again here (``to_dict`` copies them); only the cell's own
+        malfunction gets its declared defaults when the section does not name it."""
         dataset_name = self.experiment_dataset(cell.experiment)
         ds = self.datasets[dataset_name]
         entry = self.methods[cell.method]
-        return (
-            CellSpec(
-                experiment=cell.experiment,
-                dataset=dataset_name,
-                method_id=cell.method,
-                method=entry.get("method", cell.method),
-                method_params=copy.deepcopy(entry["params"]),
-                malfunction=cell.malfunction,
-                k=cell.k,
-                seed=cell.seed,
-                clients=ds["clients"],
-                model=copy.deepcopy(ds["model"]),
-                training=TrainingSettings(**copy.deepcopy(ds["training"])),
-                malfunction_params=copy.deepcopy(ds["malfunction"]),
-                task=ds["task"],
-                transforms=copy.deepcopy(ds.get("transforms", {})),
-                held_out=list(ds["held_out"]),
-                axes=copy.deepcopy(self.experiments[cell.experiment].get("axes_values", {})),
-            )
-            .resolved()
-            .to_dict()
-        )
+        malfunctions = ds["malfunction"]
+        own = MALFUNCTIONS.get(cell.malfunction)
+        if own and cell.malfunction not in malfunctions:
+            malfunctions = {**malfunctions, cell.malfunction: own.defaults()}
+        return CellSpec(
+            experiment=cell.experiment,
+            dataset=dataset_name,
+            method_id=cell.method,
+            method=entry.get("method", cell.method),
+            method_params=entry["params"],
+            malfunction=cell.malfunction,
+            k=cell.k,
+            seed=cell.seed,
+            clients=ds["clients"],
+            model=ds["model"],
+            training=TrainingSettings(**ds["training"]),
+            malfunction_params=malfunctions,
+            task=ds["task"],
+            transforms=ds.get("transforms", {}),
+            held_out=list(ds["held_out"]),
+            axes=self.experiments[cell.experiment].get("axes_values", {}),
+        ).to_dict()
 
     def dataset_label(self, dataset: str) -> str:
         return self.datasets[dataset].get("label", dataset)
