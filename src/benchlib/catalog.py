@@ -38,6 +38,10 @@ WEIGHTING = Param(
     "aggregation weights: training-set sizes, numbers of local batches, or equal",
 )
 
+# shared by DRFA and TFL (the same dual step and client sampling)
+LAMBDA_FLOOR = Param(UNIT, 0.001, "lambda entries below it are raised to it")
+CLIENTS_PER_ROUND = Param(COUNT, 0, "clients sampled per round; 0 = all")
+
 
 @dataclass(frozen=True)
 class MethodEntry:
@@ -181,8 +185,8 @@ for _name, _entry in {
         "star",
         gamma=Param(NON_NEGATIVE, 0.1, "dual step size gamma"),
         gamma_decay=Param(NON_NEGATIVE, 0.9, "gamma_s = gamma * gamma_decay^(s+1)"),
-        floor=Param(UNIT, 0.001, "lambda entries below it are raised to it"),
-        clients_per_round=Param(COUNT, 0, "clients sampled per round; 0 = all"),
+        floor=LAMBDA_FLOOR,
+        clients_per_round=CLIENTS_PER_ROUND,
         dual_clients=Param(COUNT, 0, "clients evaluating the dual loss; 0 = clients_per_round"),
         variant=VARIANT,
     ),
@@ -231,8 +235,8 @@ for _name, _entry in {
         ),
         lr_lambda=Param(NON_NEGATIVE, 0.1, "dual step size"),
         lr_decay=Param(NON_NEGATIVE, 0.9, "eta_t = lr_lambda * lr_decay^(t+1)"),
-        floor=Param(UNIT, 0.001, "lambda entries below it are raised to it"),
-        clients_per_round=Param(COUNT, 0, "clients sampled per round; 0 = all"),
+        floor=LAMBDA_FLOOR,
+        clients_per_round=CLIENTS_PER_ROUND,
         clusters=Param(COUNT, 0, "KMeans clusters of the topology (Table 6); 0 = none"),
         embedding_last=Param(COUNT, 0, "use only the last N parameter tensors (Table 7); 0 = all"),
         loss_subset=Param({"enum": ["train", "val"]}, "train", "local data of the dual losses l_k"),
