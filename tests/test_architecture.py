@@ -95,3 +95,14 @@ def test_the_module_map_has_one_short_line_per_module():
     assert not stale, f"the module map names modules that do not exist: {stale}"
     long = [path for path, job in rows if len(job) > LONGEST_LINE]
     assert not long, f"keep each module's line under {LONGEST_LINE} characters: {long}"
+
+
+def test_each_report_kind_has_its_own_module_named_like_it_in_a_paper_folder():
+    from benchlib.report.base import KINDS
+
+    folders = {"common", "lightyear", "fedagain", "tfl"}
+    for name, kind in KINDS.items():
+        *package, folder, module = type(kind).__module__.split(".")
+        assert package == ["benchlib", "report", "kinds"], (name, type(kind).__module__)
+        assert folder in folders, f"report kind {name} is not in a paper folder"
+        assert module == name, f"report kind {name} lives in module {module}"

@@ -24,7 +24,7 @@ from benchlib.fl.batched import (
     why_not_batched,
 )
 from benchlib.fl.data import BatchSource
-from benchlib.fl.engine import Cell, run_cell
+from benchlib.fl.engine import CellRun, run_cell
 from benchlib.fl.loops import train_epoch
 from benchlib.fl.rng import torch_generator
 from benchlib.fl.transforms import Transforms
@@ -185,15 +185,15 @@ def test_batched_path_really_batches_and_sequential_path_is_unchanged(
 ):
     spec = _no_dropout(smoke_cell_spec("fedavg", "none", 0), "on", rounds=1)
     with caplog.at_level(logging.INFO, logger="benchlib"):
-        cell = Cell(spec, mnist_store, smoke_split)
+        cell = CellRun(spec, mnist_store, smoke_split)
     assert cell.batched is not None and "clients train batched" in caplog.text
     cell.run_round(0)
-    off = Cell(_no_dropout(spec, "off", rounds=1), mnist_store, smoke_split)
+    off = CellRun(_no_dropout(spec, "off", rounds=1), mnist_store, smoke_split)
     off.run_round(0)
     assert off.batched is None
     torch.testing.assert_close(cell.global_vector, off.global_vector, rtol=1e-4, atol=1e-5)
     # auto on CPU keeps the sequential path (CPU results stay byte-identical to before)
-    auto = Cell(_no_dropout(spec, "auto", rounds=1), mnist_store, smoke_split)
+    auto = CellRun(_no_dropout(spec, "auto", rounds=1), mnist_store, smoke_split)
     assert auto.batched is None
 
 
@@ -229,6 +229,6 @@ def test_methods_with_their_own_local_training_stay_sequential(
     spec = _no_dropout(smoke_cell_spec("fedavg", "none", 0), "on", rounds=1)
     spec.update(method="drfa", method_id="drfa", method_params={})
     with caplog.at_level(logging.INFO, logger="benchlib"):
-        cell = Cell(spec, mnist_store, smoke_split)
+        cell = CellRun(spec, mnist_store, smoke_split)
     assert cell.batched is None
     assert "method drfa trains its clients its own way" in caplog.text

@@ -23,20 +23,20 @@ from benchlib.bench.flower import (
     max_difference,
     run_flower_comparison,
 )
-from benchlib.fl.engine import Cell
+from benchlib.fl.engine import CellRun
 
 
 @pytest.fixture
 def small_cell(tmp_path: Path, mnist_store: Path):
-    def build(**training) -> Cell:
+    def build(**training) -> CellRun:
         store, split, _ = bench_data(tmp_path, mnist_store, clients=3, samples=48)
         spec = bench_spec("fedavg", 3, persist_optimizer=False, batch_size=16, **training)
-        return Cell(spec, store, split, device=torch.device("cpu"))
+        return CellRun(spec, store, split, device=torch.device("cpu"))
 
     return build
 
 
-def _global_state(cell: Cell) -> dict[str, torch.Tensor]:
+def _global_state(cell: CellRun) -> dict[str, torch.Tensor]:
     model = cell.scratch
     cell.layout.load(model, cell.global_vector)
     return {k: v.clone() for k, v in model.state_dict().items()}

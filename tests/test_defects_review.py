@@ -17,7 +17,7 @@ import pytest
 import torch
 from fixtures_tasks import groups_split, regression_store, task_cell_spec
 
-from benchlib.fl.engine import Cell
+from benchlib.fl.engine import CellRun
 from benchlib.methods.asmr import ASMR
 from benchlib.methods.base import PeerEvaluator, PeerView, StarRound, build_method
 from benchlib.methods.cfl import CFL
@@ -130,19 +130,19 @@ def tab_data(tmp_path_factory):
     return store, groups_split(store, root / "split.csv")
 
 
-def distinct_starts(cell: Cell) -> int:
+def distinct_starts(cell: CellRun) -> int:
     return len({tuple(cell.layout.flatten(m).tolist()) for m in cell.models})
 
 
 def test_engine_follows_the_method_initialisation(tab_data) -> None:
     store, split = tab_data
     spec = task_cell_spec("regression", "p2p_fedavg")
-    assert distinct_starts(Cell(spec, store, split)) == 1
+    assert distinct_starts(CellRun(spec, store, split)) == 1
     authors = {**spec, "method_params": {"variant": "authors"}}
-    assert distinct_starts(Cell(authors, store, split)) == 4
+    assert distinct_starts(CellRun(authors, store, split)) == 4
     # an explicit model.init in the config wins over the method's choice
     forced = {**authors, "model": {**spec["model"], "init": "shared"}}
-    assert distinct_starts(Cell(forced, store, split)) == 1
+    assert distinct_starts(CellRun(forced, store, split)) == 1
 
 
 # ---------------------------------------------------------------------------------- CFL

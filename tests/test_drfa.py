@@ -12,8 +12,8 @@ from torch import nn
 from benchlib.errors import BenchlibError
 from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound, build_method, sample_clients
+from benchlib.methods.client_graph import project_simplex
 from benchlib.methods.drfa import DRFA, SnapshotHook
-from benchlib.methods.topology import project_simplex
 from benchlib.seeding import numpy_rng
 
 

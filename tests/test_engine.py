@@ -7,7 +7,7 @@ import logging
 
 import torch
 
-from benchlib.fl.engine import Cell, run_cell
+from benchlib.fl.engine import CellRun, run_cell
 
 
 def run(spec, store, split, out_dir, **kwargs):
@@ -82,11 +82,11 @@ def test_metrics_record_malfunction_schedule_and_selections(
 def test_star_clients_share_one_global_model_and_local_never_communicates(
     mnist_store, smoke_split, smoke_cell_spec
 ):
-    star = Cell(smoke_cell_spec("fedavg", "none", 0), mnist_store, smoke_split)
+    star = CellRun(smoke_cell_spec("fedavg", "none", 0), mnist_store, smoke_split)
     star.run_round(0)
     vectors = [star.scoring.evaluation_vector(c) for c in range(star.num_clients)]
     assert all(torch.equal(v, vectors[0]) for v in vectors)
-    local = Cell(smoke_cell_spec("local", "none", 0), mnist_store, smoke_split)
+    local = CellRun(smoke_cell_spec("local", "none", 0), mnist_store, smoke_split)
     local.run_round(0)
     assert local.history.selections == [[[], [], [], []]]
     own = [local.scoring.evaluation_vector(c) for c in range(local.num_clients)]
@@ -98,7 +98,7 @@ def test_a_global_model_that_is_a_row_of_the_received_stack_survives_the_next_ro
 ):
     """The star round stacks received vectors into a buffer it reuses; a method that returns a
     row view of it (``received[0]``) must still see its own result as next round's global."""
-    cell = Cell(smoke_cell_spec("fedavg", "none", 0), mnist_store, smoke_split)
+    cell = CellRun(smoke_cell_spec("fedavg", "none", 0), mnist_store, smoke_split)
     returned, seen_global = [], []
 
     def first_row(global_vector, received, info):
@@ -118,7 +118,7 @@ def test_a_global_model_that_is_a_row_of_the_received_stack_survives_the_next_ro
 def test_sfa_broadcasts_do_not_touch_the_senders_own_model(
     mnist_store, smoke_split, smoke_cell_spec
 ):
-    cell = Cell(smoke_cell_spec("local", "sfa", 1), mnist_store, smoke_split)
+    cell = CellRun(smoke_cell_spec("local", "sfa", 1), mnist_store, smoke_split)
     trained, _ = cell._train_all(0, cell.federation)
     sent = cell._transmit(0, cell.federation, trained)
     assert torch.equal(sent[0], -trained[0]) and torch.equal(sent[1], trained[1])

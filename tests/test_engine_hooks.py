@@ -16,7 +16,7 @@ import torch
 from fixtures_tasks import groups_split, regression_store, segmentation_store, task_cell_spec
 
 from benchlib.fl.data import BatchSource, ClientData
-from benchlib.fl.engine import Cell, run_cell
+from benchlib.fl.engine import CellRun, run_cell
 from benchlib.fl.transforms import Transforms
 from benchlib.methods.base import StarRound, sample_clients
 from benchlib.methods.fedavg import FedAvg
@@ -67,7 +67,7 @@ def test_tiny_regression_cell_learns_the_linear_target(tab_data, tmp_path):
 
 def test_a_peer_scoring_method_on_regression_fails_clearly(tab_data, tmp_path):
     store, split = tab_data
-    cell = Cell(task_cell_spec("regression", "lightyear"), store, split)
+    cell = CellRun(task_cell_spec("regression", "lightyear"), store, split)
     with pytest.raises(Exception, match="no class predictions for peer scoring"):
         cell.run_round(0)
 
@@ -75,7 +75,7 @@ def test_a_peer_scoring_method_on_regression_fails_clearly(tab_data, tmp_path):
 def test_store_task_must_match_the_cell_task(seg_data):
     store, split = seg_data
     with pytest.raises(Exception, match="holds a segmentation dataset but the cell's task is"):
-        Cell(task_cell_spec("regression"), store, split)
+        CellRun(task_cell_spec("regression"), store, split)
 
 
 # ------------------------------------------------------------------------------ hooks
@@ -101,7 +101,7 @@ class SampledFedAvg(FedAvg):
 
 def test_partial_participation_and_client_reports(tab_data):
     store, split = tab_data
-    cell = Cell(task_cell_spec("regression"), store, split)
+    cell = CellRun(task_cell_spec("regression"), store, split)
     cell.method = SampledFedAvg()
     cell.method.setup(cell.num_clients, cell.rounds, cell.seed)
     before = [cell.layout.flatten(m) for m in cell.models]
@@ -123,7 +123,7 @@ class PrivateHeadFedAvg(FedAvg):
 def test_private_parameters_are_never_averaged(tab_data):
     store, split = tab_data
     spec = task_cell_spec("regression")
-    cell = Cell(spec, store, split)
+    cell = CellRun(spec, store, split)
     assert cell.layout.names == ("0.weight", "0.bias", "2.weight", "2.bias")
     cell.method = PrivateHeadFedAvg()
     cell._build_models()  # layouts follow the method's private parameters
@@ -140,15 +140,15 @@ def test_private_parameters_are_never_averaged(tab_data):
 
 def test_per_client_initialisation(tab_data):
     store, split = tab_data
-    shared = Cell(task_cell_spec("regression"), store, split)
+    shared = CellRun(task_cell_spec("regression"), store, split)
     vectors = [shared.layout.flatten(m) for m in shared.models]
     assert all(torch.equal(v, vectors[0]) for v in vectors)
     spec = task_cell_spec("regression", model={"name": "mlp", "params": {"hidden": [16]},
                                                  "init": "per_client"})  # fmt: skip
-    separate = Cell(spec, store, split)
+    separate = CellRun(spec, store, split)
     vectors = [separate.layout.flatten(m) for m in separate.models]
     assert len({tuple(v.tolist()) for v in vectors}) == 4
-    again = Cell(spec, store, split)
+    again = CellRun(spec, store, split)
     assert all(
         torch.equal(a, separate.layout.flatten(b))
         for a, b in zip(vectors, again.models, strict=True)
@@ -159,7 +159,7 @@ def test_per_client_initialisation(tab_data):
 def test_held_out_clients_never_train_and_are_scored_apart(tab_data, tmp_path, method):
     store, split = tab_data
     spec = task_cell_spec("regression", method, held_out=[3], k=1, malfunction="sfa")
-    cell = Cell(spec, store, split)
+    cell = CellRun(spec, store, split)
     assert cell.federation == [0, 1, 2] and 3 not in cell.malicious
     start = cell.layout.flatten(cell.models[3])
     metrics = run_cell(spec, store, split, tmp_path / "m.json", tmp_path / "ck")
@@ -167,7 +167,7 @@ def test_held_out_clients_never_train_and_are_scored_apart(tab_data, tmp_path, m
     assert [c["client"] for c in metrics["held_out_clients"]] == [3]
     assert metrics["held_out_clients"][0]["test_mse"] is not None
     assert all(len(row) == 3 for row in metrics["history"]["val_mse"])
-    trained = Cell(spec, store, split)
+    trained = CellRun(spec, store, split)
     for r in range(2):
         trained.run_round(r)
     assert torch.equal(trained.layout.flatten(trained.models[3]), start)

@@ -24,7 +24,7 @@ from benchlib.data.registry import get_dataset
 from benchlib.data.sources import tpt48
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store, write_store
-from benchlib.fl.engine import Cell, run_cell
+from benchlib.fl.engine import CellRun, run_cell
 
 LR = 0.1
 
@@ -66,7 +66,7 @@ def gradient_steps(w, b, x, y, steps):
     return w, b
 
 
-def train_rows(cell: Cell, clients: list[int]) -> np.ndarray:
+def train_rows(cell: CellRun, clients: list[int]) -> np.ndarray:
     return np.concatenate([cell.clients[c].rows["train"] for c in clients])
 
 
@@ -77,7 +77,7 @@ def store_xy(store, rows):
 
 def test_a_round_is_full_batch_gradient_descent_on_the_pooled_rows(data):
     store, split = data
-    cell = Cell(linear_spec(), store, split)
+    cell = CellRun(linear_spec(), store, split)
     assert cell.federation == [0, 1] and cell.batched is None
     start = cell.global_vector.double().numpy()
     w0, b0 = start[:3], start[3]  # Linear(3, 1): weight then bias
@@ -90,7 +90,7 @@ def test_a_round_is_full_batch_gradient_descent_on_the_pooled_rows(data):
     # the check can fail: with the held-out client's rows, or as FedAvg, the result differs
     x3, y3 = store_xy(store, train_rows(cell, [0, 1, 2]))
     assert not np.allclose(got, np.r_[gradient_steps(w0, b0, x3, y3, steps=2)], atol=1e-4)
-    fedavg = Cell(linear_spec("fedavg"), store, split)
+    fedavg = CellRun(linear_spec("fedavg"), store, split)
     fedavg.run_round(0)
     assert not np.allclose(got, fedavg.global_vector.double().numpy(), atol=1e-4)
     # every client is scored with the one model, the held-out client too
@@ -103,7 +103,7 @@ def test_held_out_rows_never_train(data, tmp_path):
     store, split = data
     loaded = load_store(store)
     targets = np.array(loaded.arrays["targets"])
-    held_rows = Cell(linear_spec(), store, split).clients[2].rows["train"]
+    held_rows = CellRun(linear_spec(), store, split).clients[2].rows["train"]
     targets[held_rows] *= 100.0
     changed = tmp_path / "store"
     write_store(
@@ -113,19 +113,19 @@ def test_held_out_rows_never_train(data, tmp_path):
     spec = linear_spec(epochs=1, rounds=2, batch_size=8)
     runs = []
     for where in (store, changed):
-        cell = Cell(spec, where, split)
+        cell = CellRun(spec, where, split)
         for r in range(2):
             cell.run_round(r)
         runs.append(cell.global_vector)
     assert torch.equal(runs[0], runs[1])
     # ... whereas a change to a federation client's targets moves it
-    targets[Cell(spec, store, split).clients[0].rows["train"]] += 1.0
+    targets[CellRun(spec, store, split).clients[0].rows["train"]] += 1.0
     moved = tmp_path / "moved"
     write_store(
         moved, dataset="linear", index=loaded.index, features=np.array(loaded.inputs),
         targets=targets, num_classes=1, sources=[], task="regression",
     )  # fmt: skip
-    cell = Cell(spec, moved, split)
+    cell = CellRun(spec, moved, split)
     for r in range(2):
         cell.run_round(r)
     assert not torch.equal(runs[0], cell.global_vector)
@@ -153,7 +153,7 @@ def test_mini_batches_shuffle_the_sorted_pooled_rows(data):
     from benchlib.fl.rng import torch_generator
 
     store, split = data
-    cell = Cell(linear_spec(epochs=1, batch_size=1), store, split)
+    cell = CellRun(linear_spec(epochs=1, batch_size=1), store, split)
     start = cell.global_vector.double().numpy()
     cell.run_round(0)
     rows = np.sort(train_rows(cell, [0, 1]))
@@ -167,15 +167,15 @@ def test_mini_batches_shuffle_the_sorted_pooled_rows(data):
 
 def test_batched_clients_never_pick_erm_up(data):
     store, split = data
-    assert Cell(linear_spec("fedavg", client_batching="on"), store, split).batched is not None
-    assert Cell(linear_spec("erm", client_batching="on"), store, split).batched is None
+    assert CellRun(linear_spec("fedavg", client_batching="on"), store, split).batched is not None
+    assert CellRun(linear_spec("erm", client_batching="on"), store, split).batched is None
 
 
 def test_a_malfunction_has_nothing_to_corrupt(data):
     """Nothing is transmitted: ERM with SFA on client 0 trains the same model as without."""
     store, split = data
-    plain = Cell(linear_spec(rounds=2), store, split)
-    attacked = Cell({**linear_spec(rounds=2), "malfunction": "sfa", "k": 1}, store, split)
+    plain = CellRun(linear_spec(rounds=2), store, split)
+    attacked = CellRun({**linear_spec(rounds=2), "malfunction": "sfa", "k": 1}, store, split)
     assert attacked.malicious == [0]
     for r in range(2):
         plain.run_round(r)

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchlib.fl.engine import Cell
+from benchlib.fl.engine import CellRun
 from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound, build_method
 from benchlib.methods.fedagain import FedAgain, trust_weights
@@ -77,7 +77,7 @@ def test_eps_and_subset_are_checked():
 def test_benchmark_error_and_divergence_in_a_real_cell(mnist_store, smoke_split, smoke_cell_spec):
     spec = dict(smoke_cell_spec("fedavg", "none", 0))
     spec.update(method="fedagain", method_id="fedagain", method_params={})
-    cell = Cell(spec, mnist_store, smoke_split)
+    cell = CellRun(spec, mnist_store, smoke_split)
     start = cell.global_vector.clone()
     cell.run_round(0)
     log = cell.method.summary()["trust"][0]

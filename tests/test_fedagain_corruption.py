@@ -99,7 +99,7 @@ def test_train_only_reading_as_a_corruption_grid_axis_value(tmp_path):
     from conftest import REPO
 
     from benchlib.config import load_config
-    from benchlib.report.kinds.fedagain_fig13 import scenario_label
+    from benchlib.report.kinds.fedagain.fedagain_fig13 import scenario_label
 
     config = yaml.safe_load((REPO / "config" / "fedagain_demo.yaml").read_text())
     config["reports"] = {}
@@ -208,7 +208,7 @@ def test_image_fraction_as_a_corruption_grid_axis_value(tmp_path):
     from conftest import REPO
 
     from benchlib.config import load_config
-    from benchlib.report.kinds.fedagain_fig13 import scenario_label
+    from benchlib.report.kinds.fedagain.fedagain_fig13 import scenario_label
 
     config = yaml.safe_load((REPO / "config" / "fedagain_demo.yaml").read_text())
     config["reports"] = {}

@@ -14,8 +14,8 @@ from conftest import REPO, tool_env
 
 from benchlib.config import load_config
 from benchlib.report.base import get_kind
-from benchlib.report.kinds.fedagain_bars import group_values
-from benchlib.report.kinds.fedagain_fig13 import pooled_metric, summary_frame
+from benchlib.report.kinds.fedagain.fedagain_fig13 import pooled_metric, summary_frame
+from benchlib.report.kinds.fedagain.groups import group_values
 
 
 def rows(experiment, method, seed, clients):
@@ -129,7 +129,7 @@ def test_kidney_target_without_data_fails_in_prepare_naming_the_key(tmp_path):
 
 
 def test_trust_weights_of_corrupted_and_clean_clients():
-    from benchlib.report.kinds.fedagain_trust import trust_by_group
+    from benchlib.report.kinds.fedagain.fedagain_trust import trust_by_group
 
     metrics = {"method_summary": {"trust": [
         {"round": 0, "clients": [0, 1, 2], "w": [0.1, 0.3, 0.6], "E": [2.0, 1.0, 1.0],
@@ -209,7 +209,7 @@ def test_class_counts_of_a_classification_task_by_hand():
     assert task.class_counts(broken, torch.tensor([0, 1]))["correct"] == [0, 1, 0, 0]
     assert get_task("regression").class_counts(torch.zeros(2, 1), torch.zeros(2)) is None
     # one client's counts give the task's own (torchmetrics) macro scores
-    from benchlib.report.kinds.fedagain_fig13 import macro_scores
+    from benchlib.report.kinds.fedagain.fedagain_fig13 import macro_scores
 
     for counts, y, p in zip(COUNTS, targets, predicted, strict=True):
         ours = task.metrics(_logits(p), torch.tensor(y))
@@ -261,7 +261,7 @@ def test_bars_note_cells_whose_macro_scores_are_client_means(tmp_path):
     assert f1["value"].tolist() == pytest.approx([60.0])
     assert f1["statistic"].tolist() == ["weighted"]
     assert set(values[values["metric"] == "Accuracy"]["statistic"]) == {"pooled"}
-    from benchlib.report.kinds.fedagain_fig13 import with_weighted_note
+    from benchlib.report.kinds.fedagain.fedagain_fig13 import with_weighted_note
 
     noted = with_weighted_note({**spec, "statistic": "s"}, values)["statistic"]
     assert noted.startswith("s; macro scores of 1 cell(s) that recorded no class counts")

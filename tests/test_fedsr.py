@@ -13,7 +13,7 @@ from torch.nn import functional as F
 
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store, write_store
-from benchlib.fl.engine import Cell, run_cell
+from benchlib.fl.engine import CellRun, run_cell
 from benchlib.methods.base import build_method
 from benchlib.methods.fedsr import FedSR, fedsr_regularisers
 from benchlib.models.tfl import FedSRNet
@@ -114,7 +114,7 @@ def test_fedsr_cell_keeps_priors_local_and_scores_the_held_out_client(tmp_path):
                      "rounds": 2},
         "malfunction_params": {"placement": "first"}, "held_out": [3],
     }  # fmt: skip
-    cell = Cell(spec, store, split)
+    cell = CellRun(spec, store, split)
     assert not any(name.startswith("fedsr_prior.") for name in cell.layout.names)
     start = [m.fedsr_prior.r_mu.detach().clone() for m in cell.models]
     for r in range(2):

@@ -184,7 +184,7 @@ def dense_config(root) -> dict:
 @pytest.mark.workflow
 def test_two_round_fedsr_cell_on_fets_scores_dice(tmp_path):
     from benchlib.data.store import load_store
-    from benchlib.report.kinds.segmentation_examples import dice
+    from benchlib.report.kinds.tfl.segmentation_examples import dice
     from benchlib.saved_predictions import decode_array
 
     root = tmp_path / "MICCAI_FeTS2022_TrainingData"

@@ -19,8 +19,8 @@ from benchlib.errors import BenchlibError
 from benchlib.methods.base import method_names
 from benchlib.models import build_model
 from benchlib.paper_configs import load_paper_config
-from benchlib.report.kinds.robustness_table import render_table
-from benchlib.report.kinds.training_details import (
+from benchlib.report.kinds.lightyear.robustness_table import render_table
+from benchlib.report.kinds.lightyear.training_details import (
     format_number,
     render_training_details,
     training_details_spec,

@@ -184,7 +184,7 @@ def test_unet_has_the_paper_widths_and_keeps_the_image_size():
 def test_figure_dice_matches_the_task_metric_by_hand():
     import torch
 
-    from benchlib.report.kinds.segmentation_examples import dice
+    from benchlib.report.kinds.tfl.segmentation_examples import dice
     from benchlib.tasks.segmentation import mean_dice
 
     truth = np.zeros((4, 4), dtype=np.uint8)
@@ -244,7 +244,7 @@ def tiny_config(root: Path) -> dict:
 @pytest.mark.workflow
 def test_two_round_chain_table_and_figure(fets_root, tmp_path):
     from benchlib.report.base import get_kind
-    from benchlib.report.kinds.segmentation_examples import build_panels, dice
+    from benchlib.report.kinds.tfl.segmentation_examples import build_panels, dice
 
     config = tmp_path / "fets.yaml"
     config.write_text(yaml.safe_dump(tiny_config(fets_root)))

@@ -19,8 +19,8 @@ from conftest import REPO, tool_env
 from benchlib.config import Config, load_config_file
 from benchlib.errors import BenchlibError
 from benchlib.report.base import get_kind
-from benchlib.report.kinds.paper_comparison import compare_frame, kendall_by_column
-from benchlib.report.kinds.topology_figure import topology_frame
+from benchlib.report.kinds.common.paper_comparison import compare_frame, kendall_by_column
+from benchlib.report.kinds.lightyear.topology_figure import topology_frame
 
 # smoke.yaml: experiment smoke (methods local, fedavg, lightyear; sfa, ana; k 0..2; 4 clients)
 VAL = {  # method -> per round, per client validation accuracy

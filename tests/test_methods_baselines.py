@@ -76,7 +76,7 @@ def softmax_ce_grad(w: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray):
     return g.T @ x, g.sum(axis=0)
 
 
-def linear_training(
+def linear_context(
     model: nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
@@ -95,7 +95,7 @@ def linear_training(
         optimizers=optimizers or [build_optimizer(list(model.parameters()), settings)],
         clients=[data],
         source=source,
-        training=settings,
+        settings=settings,
         loss_fn=nn.CrossEntropyLoss(),
         seed=0,
         round=round,
@@ -152,7 +152,7 @@ def test_fedprox_local_step_adds_the_proximal_gradient() -> None:
     w0 = layout.flatten(model).numpy().astype(np.float64)
     anchor = torch.tensor([0.2, -0.1, 0.4, 0.3, -0.5, 0.6])  # the round's global model
     cfg = {"optimizer": "sgd", "lr": 0.1, "batch_size": 64, "local_epochs": 1}
-    training = linear_training(model, X, Y, anchor, cfg)
+    training = linear_context(model, X, Y, anchor, cfg)
     FedProx(mu=0.5).train_client(training, 0, 0)
 
     gw, gb = softmax_ce_grad(*wb(w0), X.numpy().astype(np.float64), Y.numpy())
@@ -559,7 +559,7 @@ def test_ditto_personal_update_with_persistent_optimizer_state() -> None:
     ditto = setup(Ditto(lam=0.7), 1)
 
     # round 0: the personal model starts at w^0 (the proximal gradient vanishes)
-    training = linear_training(model, X, Y, torch.tensor(w0, dtype=torch.float32), cfg)
+    training = linear_context(model, X, Y, torch.tensor(w0, dtype=torch.float32), cfg)
     ditto.train_client(training, 0, 0)
     g0 = np.concatenate([a.ravel() for a in softmax_ce_grad(*wb(w0), x64, y)])
     v1 = w0 - 0.1 * g0
@@ -571,7 +571,7 @@ def test_ditto_personal_update_with_persistent_optimizer_state() -> None:
     resumed.load_state_dict(roundtrip(ditto.state_dict()))
     w1 = w0 + np.array([0.3, -0.2, 0.1, 0.0, 0.25, -0.4])
     layout.load(model, torch.tensor(w1, dtype=torch.float32))
-    training = linear_training(
+    training = linear_context(
         model,
         X,
         Y,
@@ -778,4 +778,4 @@ def test_local_training_against_a_non_finite_global_model_does_not_crash(method:
     model = linear_model()
     broken = torch.full((6,), float("nan"))
     ParamLayout.of(model).load(model, broken)  # the engine loads the (broken) global model
-    setup(method, 1).train_client(linear_training(model, X, Y, broken, cfg), 0, 0)
+    setup(method, 1).train_client(linear_context(model, X, Y, broken, cfg), 0, 0)

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from benchlib.report.kinds.paper_comparison import read_paper_values
-from benchlib.report.kinds.paper_tables import read_table_values
+from benchlib.report.kinds.common.paper_comparison import read_paper_values
+from benchlib.report.kinds.common.paper_tables import read_table_values
 
 FINAL = REPO / "config" / "paper_values" / "lightyear.csv"
 FIRST = REPO / "config" / "paper_values" / "lightyear_v1.csv"

@@ -8,17 +8,17 @@ import pytest
 import torch
 
 from benchlib.errors import BenchlibError
-from benchlib.fl.engine import Cell, run_cell
+from benchlib.fl.engine import CellRun, run_cell
 from benchlib.fl.precision import compute_precision
 
 
-def _cell(smoke_cell_spec, mnist_store, smoke_split, **training) -> Cell:
+def _cell(smoke_cell_spec, mnist_store, smoke_split, **training) -> CellRun:
     spec = smoke_cell_spec("fedavg", "none", 0)
     spec["training"].update(training)
-    return Cell(spec, mnist_store, smoke_split, device=torch.device("cpu"))
+    return CellRun(spec, mnist_store, smoke_split, device=torch.device("cpu"))
 
 
-def _after_one_round(cell: Cell) -> tuple[torch.Tensor, list]:
+def _after_one_round(cell: CellRun) -> tuple[torch.Tensor, list]:
     cell.run_round(0)
     return cell.global_vector.clone(), cell.history.val[-1]
 

@@ -21,7 +21,7 @@ from benchlib.config import Config, load_config_file
 from benchlib.errors import BenchlibError
 from benchlib.report.base import KINDS, get_kind
 from benchlib.report.collect import collect
-from benchlib.report.kinds.robustness_figure import robustness_frame
+from benchlib.report.kinds.lightyear.robustness_figure import robustness_frame
 from benchlib.report.stats import MetricDisplay
 from benchlib.targets import all_targets
 

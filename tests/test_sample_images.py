@@ -15,7 +15,7 @@ from benchlib.config import Config
 from benchlib.data.store import load_store, write_store
 from benchlib.errors import BenchlibError
 from benchlib.report.base import get_kind
-from benchlib.report.kinds.sample_images import choose_samples, draw_samples
+from benchlib.report.kinds.lightyear.sample_images import choose_samples, draw_samples
 
 
 def rgb_store(out: Path) -> Path:

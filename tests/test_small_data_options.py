@@ -18,7 +18,7 @@ from benchlib.data.registry import get_dataset
 from benchlib.data.split import SplitSpec, make_split
 from benchlib.data.store import PreparedData, load_store
 from benchlib.errors import BenchlibError
-from benchlib.fl.engine import Cell as EngineCell
+from benchlib.fl.engine import CellRun
 from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction
 from benchlib.fl.rng import torch_generator
 from benchlib.seeding import numpy_rng
@@ -75,8 +75,8 @@ def test_engine_keeps_rounds_before_start_round_clean(mnist_store, smoke_split) 
     clean = Config(raw).cell_spec(Cell("smoke", "none", "fedavg", 0, 0))
     raw["datasets"]["mnist5k"]["malfunction"]["start_round"] = 1
     late = Config(raw).cell_spec(Cell("smoke", "sfa", "fedavg", 1, 0))
-    reference = EngineCell(clean, mnist_store, smoke_split)
-    delayed = EngineCell(late, mnist_store, smoke_split)
+    reference = CellRun(clean, mnist_store, smoke_split)
+    delayed = CellRun(late, mnist_store, smoke_split)
     reference.run_round(0)
     delayed.run_round(0)
     assert delayed.history.schedule == [{"0": "none"}]

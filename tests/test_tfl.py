@@ -13,8 +13,7 @@ import torch
 from benchlib.errors import BenchlibError
 from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound, build_method
-from benchlib.methods.tfl import TFL, draw_counts
-from benchlib.methods.topology import (
+from benchlib.methods.client_graph import (
     centrality,
     dual_step,
     epsilon_graph,
@@ -24,6 +23,7 @@ from benchlib.methods.topology import (
     similarity_matrix,
     softmax,
 )
+from benchlib.methods.tfl import TFL, draw_counts
 
 
 class FakeLayout:

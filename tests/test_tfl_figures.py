@@ -16,7 +16,7 @@ import torch
 from benchlib.errors import BenchlibError
 from benchlib.methods.tfl import TFL
 from benchlib.report.base import get_kind
-from benchlib.report.kinds.tfl_similarity_figure import scale_row
+from benchlib.report.kinds.tfl.tfl_similarity_figure import scale_row
 
 
 # ------------------------------------------------------------------ recording in the run
@@ -252,7 +252,7 @@ def test_similarity_figure_scales_the_reference_row(tmp_path):
 
 
 def test_undefined_client_values_are_left_out_of_a_cell_mean():
-    from benchlib.report.kinds.tfl_runs import cell_value
+    from benchlib.report.kinds.tfl.runs import cell_value
 
     metrics = {"held_out_clients": [{"test_roc_auc": 0.5}, {"test_roc_auc": None},
                                     {"test_roc_auc": 0.8}]}  # fmt: skip
@@ -265,7 +265,7 @@ def test_undefined_client_values_are_left_out_of_a_cell_mean():
 
 
 def test_current_flow_centrality_by_hand():
-    from benchlib.methods.topology import centrality
+    from benchlib.methods.client_graph import centrality
 
     # a 4-cycle: for node 2, pair (0, 3) sends 1/2 of its current through it, the adjacent pairs
     # (0, 1) and (1, 3) 1/4 each (the long way round has resistance 3 against 1): 1 in all,

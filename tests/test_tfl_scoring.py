@@ -12,7 +12,7 @@ from fixtures_tasks import groups_split, regression_store, task_cell_spec
 from benchlib.errors import BenchlibError
 from benchlib.fl.engine import run_cell
 from benchlib.report.base import get_kind
-from benchlib.report.kinds.tfl_runs import cell_value
+from benchlib.report.kinds.tfl.runs import cell_value
 
 
 def _cell(tmp_path: Path, name: str, **training) -> dict:

@@ -14,7 +14,7 @@ from benchlib.config import Config
 from benchlib.errors import BenchlibError
 from benchlib.paper_configs import load_paper_config
 from benchlib.report.base import get_kind
-from benchlib.report.kinds.tfl_table import best_round, c_params_millions
+from benchlib.report.kinds.tfl.tfl_table import best_round, c_params_millions
 
 FEDERATION = 4  # clients per cell
 PARAMETERS = 250_000  # transmitted_parameters per model

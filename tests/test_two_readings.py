@@ -15,7 +15,7 @@ from conftest import REPO
 from benchlib.config import Config, load_config_file
 from benchlib.paper_configs import load_paper_config
 from benchlib.report.base import get_kind
-from benchlib.report.kinds.paper_comparison import (
+from benchlib.report.kinds.common.paper_comparison import (
     compare_frame,
     kendall_by_column,
     method_by_reading,

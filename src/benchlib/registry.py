@@ -76,12 +76,14 @@ class Registry(Generic[T]):
 
 
 def import_submodules(package: str, skip: tuple[str, ...] = ()) -> Callable[[], None]:
-    """A loader that imports every module of ``package`` (sorted by name) except ``skip``."""
+    """A loader that imports every module of ``package`` and of its subpackages (sorted by dotted
+    name) except the modules named in ``skip`` (relative to ``package``)."""
 
     def load() -> None:
         module = importlib.import_module(package)
-        for info in sorted(pkgutil.iter_modules(module.__path__), key=lambda m: m.name):
-            if info.name not in skip:
-                importlib.import_module(f"{package}.{info.name}")
+        found = pkgutil.walk_packages(module.__path__, prefix=f"{package}.")
+        for name in sorted(info.name for info in found):
+            if name.removeprefix(f"{package}.") not in skip:
+                importlib.import_module(name)
 
     return load

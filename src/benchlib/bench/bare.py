@@ -15,7 +15,7 @@ import torch
 from benchlib.data.registry import get_dataset
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store
-from benchlib.fl.engine import Cell
+from benchlib.fl.engine import CellRun
 from benchlib.settings import TrainingSettings
 
 Print = Callable[[str], None]
@@ -52,12 +52,14 @@ def bench_spec(method: str, clients: int, **training: Any) -> dict[str, Any]:
 class BareData:
     """The reference's data: float tensors of each client's train and val rows, built once."""
 
-    def __init__(self, cell: Cell) -> None:
+    def __init__(self, cell: CellRun) -> None:
         self.train = [cell.source.batch(c.rows["train"]) for c in cell.clients]
         self.val = [cell.source.batch(c.rows["val"])[0] for c in cell.clients]
 
 
-def bare_train(cell: Cell, data: BareData, models: list[torch.nn.Module], optimizers: list) -> None:
+def bare_train(
+    cell: CellRun, data: BareData, models: list[torch.nn.Module], optimizers: list
+) -> None:
     batch = TRAINING["batch_size"]
     for model, optimizer, (x, y) in zip(models, optimizers, data.train, strict=True):
         model.train()

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from benchlib.bench.bare import bench_data, bench_spec
-from benchlib.fl.engine import Cell
+from benchlib.fl.engine import CellRun
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.settings import TrainingSettings
@@ -72,7 +72,7 @@ class FlowerWorkload:
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
     @classmethod
-    def of_cell(cls, cell: Cell) -> FlowerWorkload:
+    def of_cell(cls, cell: CellRun) -> FlowerWorkload:
         """The workload of ``cell``: its clients' rows, model and initial global weights."""
         model = copy.deepcopy(cell.scratch)
         cell.layout.load(model, cell.global_vector)
@@ -80,7 +80,7 @@ class FlowerWorkload:
             model=model,
             train=[cell.source.batch(c.rows["train"]) for c in cell.clients],
             val=[cell.source.batch(c.rows["val"]) for c in cell.clients],
-            training=cell.training,
+            training=cell.settings,
             seed=cell.seed,
             loss_fn=cell.loss_fn,
         )
@@ -268,8 +268,8 @@ def run_flower_comparison(
     with tempfile.TemporaryDirectory() as tmp:
         store, split, train_size = bench_data(Path(tmp), store, clients, samples)
         spec = bench_spec("fedavg", clients, persist_optimizer=False)
-        workload = FlowerWorkload.of_cell(Cell(spec, store, split, device=torch.device("cpu")))
-        cell = Cell(spec, store, split, device=torch.device("cpu"))
+        workload = FlowerWorkload.of_cell(CellRun(spec, store, split, device=torch.device("cpu")))
+        cell = CellRun(spec, store, split, device=torch.device("cpu"))
         tick = time.perf_counter()
         for round_index in range(rounds):
             cell.run_round(round_index)

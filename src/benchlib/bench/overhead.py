@@ -26,7 +26,7 @@ from benchlib.bench.bare import (
     bench_spec,
     median_times,
 )
-from benchlib.fl.engine import Cell
+from benchlib.fl.engine import CellRun
 from benchlib.fl.optim import build_optimizer
 
 Print = Callable[[str], None]
@@ -54,17 +54,17 @@ def run_benchmark(
         )
         out(f"{'method':<10} {'phase':<8} {'engine s':>9} {'bare s':>9} {'ratio':>6}")
         for method, pairs in (("fedavg", "global"), ("lightyear", "all")):
-            cell = Cell(bench_spec(method, clients), store, split, device=torch.device("cpu"))
+            cell = CellRun(bench_spec(method, clients), store, split, device=torch.device("cpu"))
             data = BareData(cell)
             models = [copy.deepcopy(m) for m in cell.models]
             optimizers = [build_optimizer(list(m.parameters()), SETTINGS) for m in models]
             state = {"round": 0}
 
-            def engine_round(cell: Cell = cell, state: dict = state) -> None:
+            def engine_round(cell: CellRun = cell, state: dict = state) -> None:
                 cell.run_round(state["round"] % rounds)
                 state["round"] += 1
 
-            def engine_train(cell: Cell = cell) -> None:
+            def engine_train(cell: CellRun = cell) -> None:
                 cell._train_all(0, cell.federation)
 
             median = median_times(

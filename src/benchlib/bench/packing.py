@@ -39,11 +39,11 @@ def _packed_cell(
     done: Any,
 ) -> None:
     """One packed process: build the cell, warm up, wait for the start, time ``rounds``."""
-    from benchlib.fl.engine import Cell
+    from benchlib.fl.engine import CellRun
 
     torch.set_num_threads(1)
     where = torch.device(device)
-    cell = Cell(spec, Path(store), Path(split), device=where)
+    cell = CellRun(spec, Path(store), Path(split), device=where)
     cell.run_round(0)
     sync_device(where)
     ready.put(True)

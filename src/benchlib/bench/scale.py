@@ -44,7 +44,7 @@ from benchlib.bench.memory import PeakRss
 from benchlib.bench.packing import measure_packing
 from benchlib.bench.synthetic import spread_rows, write_bench_split, write_synthetic_store
 from benchlib.data.store import load_store
-from benchlib.fl.engine import Cell
+from benchlib.fl.engine import CellRun
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.precision import PRECISIONS
 
@@ -194,7 +194,7 @@ def _time_variants(
     return timed
 
 
-def _engine_round(cell: Cell) -> Callable[[], None]:
+def _engine_round(cell: CellRun) -> Callable[[], None]:
     state = {"round": 0}
 
     def run() -> None:
@@ -238,11 +238,11 @@ def measure_workload(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     for method, pairs in (("fedavg", "global"), ("lightyear", "all")):
-        sequential = Cell(_spec(workload, method, "off"), store, split, device=device)
+        sequential = CellRun(_spec(workload, method, "off"), store, split, device=device)
         variants: dict[str, Callable[[], None]] = {}
         bare = BareData(sequential)
         models = [copy.deepcopy(m) for m in sequential.models]
-        optimizers = [build_optimizer(list(m.parameters()), sequential.training) for m in models]
+        optimizers = [build_optimizer(list(m.parameters()), sequential.settings) for m in models]
 
         def bare_round(m=models, o=optimizers, c=sequential, d=bare, p=pairs) -> None:
             bare_train(c, d, m, o)
@@ -250,16 +250,16 @@ def measure_workload(
 
         variants["bare"] = bare_round
         variants["engine sequential"] = _engine_round(sequential)
-        batched = Cell(_spec(workload, method, "on"), store, split, device=device)
+        batched = CellRun(_spec(workload, method, "on"), store, split, device=device)
         if batched.batched is not None:
             variants["engine batched"] = _engine_round(batched)
             if device.type == "cuda":  # the same without CUDA graphs: what capture buys
-                eager = Cell(_spec(workload, method, "on", False), store, split, device=device)
+                eager = CellRun(_spec(workload, method, "on", False), store, split, device=device)
                 variants["engine batched eager"] = _engine_round(eager)
         path = "on" if batched.batched is not None else "off"
         for precision in precisions:
             spec = _spec(workload, method, path, precision=precision)
-            reduced = Cell(spec, store, split, device=device)
+            reduced = CellRun(spec, store, split, device=device)
             name = f"engine {'batched' if path == 'on' else 'sequential'} {precision}"
             variants[name] = _engine_round(reduced)
         with PeakRss() as rss:
@@ -302,7 +302,7 @@ def check_agreement(
     for name, (batching, graphs) in paths.items():
         spec = _spec(workload, "fedavg", batching, graphs)
         spec["model"]["params"]["dropout"] = 0.0
-        cell = Cell(spec, store, split, device=device)
+        cell = CellRun(spec, store, split, device=device)
         for round_index in range(rounds):
             cell.run_round(round_index)
         vectors[name] = cell.global_vector.double()
@@ -334,7 +334,7 @@ def check_methods(device: torch.device, folder: Path, out: Print = print) -> dic
         spec.update(clients=8, malfunction="sfa", k=2)
         spec["model"]["params"] = {"conv1": 4, "conv2": 8, "hidden": 32}
         try:
-            cell = Cell(spec, store, split, device=device)
+            cell = CellRun(spec, store, split, device=device)
             for round_index in range(2):
                 cell.run_round(round_index)
             results[method] = "ok"

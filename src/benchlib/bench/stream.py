@@ -36,7 +36,7 @@ from benchlib.bench.synthetic import (
 )
 from benchlib.data.store import PIXELS_FILE, load_store
 from benchlib.errors import require
-from benchlib.fl.engine import Cell
+from benchlib.fl.engine import CellRun
 
 Print = Callable[[str], None]
 
@@ -88,7 +88,7 @@ def _measure(
     drop_file_cache(store / PIXELS_FILE)
     with PeakRss() as peak:
         tick = time.perf_counter()
-        cell = Cell(spec, store, split, device=device)
+        cell = CellRun(spec, store, split, device=device)
         sync_device(device)
         setup = time.perf_counter() - tick
         require(cell.source.mode == spec["training"]["data_mode"], "data mode not honoured")

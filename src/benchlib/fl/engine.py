@@ -77,7 +77,7 @@ class LocalTraining:
     optimizers: list[torch.optim.Optimizer]
     clients: list[ClientData]
     source: BatchSource
-    training: TrainingSettings
+    settings: TrainingSettings
     loss_fn: nn.Module
     seed: int
     round: int
@@ -86,7 +86,7 @@ class LocalTraining:
     evaluator: Callable[[int, torch.Tensor, str], float] | None = None
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return build_optimizer(list(model.parameters()), self.training)
+        return build_optimizer(list(model.parameters()), self.settings)
 
     def train_rows(self, client: int) -> np.ndarray:
         return self.clients[client].rows["train"]
@@ -102,7 +102,7 @@ class LocalTraining:
         model = copy.deepcopy(self.models[client])
         self.layout.load(model, vector)
         rows = self.clients[client].rows[subset]
-        outputs = predict(model, self.source, rows, precision=self.training.precision)
+        outputs = predict(model, self.source, rows, precision=self.settings.precision)
         with torch.no_grad():
             return float(self.loss_fn(outputs, self.source.targets_of(rows)))
 
@@ -122,20 +122,20 @@ class LocalTraining:
         model = self.models[client] if model is None else model
         optimizer = self.optimizers[client] if optimizer is None else optimizer
         seed_torch_global(self.seed, f"{stream}/dropout", self.round, client)
-        for epoch in range(self.training.local_epochs):
+        for epoch in range(self.settings.local_epochs):
             generator = torch_generator(self.seed, f"{stream}/shuffle", self.round, client, epoch)
             train_epoch(
                 model,
                 optimizer,
                 self.source,
                 self.train_rows(client) if rows is None else rows,
-                self.training.batch_size,
+                self.settings.batch_size,
                 generator,
                 self.loss_fn if loss_fn is None else loss_fn,
                 loss_hook,
                 augment_key=(self.seed, stream, self.round, client, epoch),
-                prefetch=self.training.prefetch,
-                precision=self.training.precision,
+                prefetch=self.settings.prefetch,
+                precision=self.settings.precision,
             )
 
 
@@ -177,7 +177,7 @@ def _peer_scores(scores: dict[int, float], client: int, num_clients: int) -> lis
     ]
 
 
-class Cell:
+class CellRun:
     """One FL run: builds clients, models and the method from a resolved cell spec."""
 
     def __init__(
@@ -192,8 +192,8 @@ class Cell:
         self.device = device or select_device()
         self.seed = int(self.spec.seed)
         self.num_clients = int(self.spec.clients)
-        self.training = self.spec.training
-        self.rounds = self.training.rounds
+        self.settings = self.spec.training
+        self.rounds = self.settings.rounds
         require(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
         self.held_out = sorted(set(self.spec.held_out))
         self.federation = self.spec.federation()
@@ -205,13 +205,13 @@ class Cell:
             self.task,
             self.device,
             Transforms(self.spec.transforms),
-            mode=self.training.data_mode,
+            mode=self.settings.data_mode,
         )
         self.clients, self.source = data.clients, data.source
         self.num_outputs, self.input_shape = data.num_outputs, data.input_shape
         self.loss_fn = self.task.build_loss(
-            self.training.loss,
-            self.training.loss_params,
+            self.settings.loss,
+            self.settings.loss_params,
             train_labels=data.train_labels,
             num_classes=data.num_classes,
         )
@@ -230,11 +230,11 @@ class Cell:
         self.malicious = self.malfunctions.malicious
         self.history = History(metric=self.task.primary_metric)
         self.start_round = 0
-        self.precision = self.training.precision
+        self.precision = self.settings.precision
         if self.precision != "fp32":
             LOG.info("forwards in %s (training.precision)", self.precision)
         self.batched = batched_clients(
-            self.training,
+            self.settings,
             self.device,
             self.models,
             self.optimizers,
@@ -274,7 +274,7 @@ class Cell:
         return model.to(self.device)
 
     def new_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return build_optimizer(list(model.parameters()), self.training)
+        return build_optimizer(list(model.parameters()), self.settings)
 
     def _fresh_vector(self, seed: int) -> torch.Tensor:
         with torch.random.fork_rng(devices=[]):
@@ -303,12 +303,12 @@ class Cell:
     def _train_all(
         self, round_index: int, participants: list[int]
     ) -> tuple[dict[int, torch.Tensor], list[dict[str, Any] | None]]:
-        training = LocalTraining(
+        context = LocalTraining(
             models=self.models,
             optimizers=self.optimizers,
             clients=self.clients,
             source=self.source,
-            training=self.training,
+            settings=self.settings,
             loss_fn=self.loss_fn,
             seed=self.seed,
             round=round_index,
@@ -319,21 +319,21 @@ class Cell:
         for client in participants:
             if isinstance(self.method, StarMethod):
                 self.layout.load(self.models[client], self.global_vector)
-            if not self.training.persist_optimizer:
+            if not self.settings.persist_optimizer:
                 self.optimizers[client] = self.new_optimizer(self.models[client])
         if self.batched is not None:
             for client in participants:
-                self.method.before_training(training, client, round_index)
+                self.method.before_training(context, client, round_index)
             self.batched.train(
                 [self.models[c] for c in participants],
                 [self.optimizers[c] for c in participants],
                 [self.clients[c].rows["train"] for c in participants],
                 self.source,
-                self.training,
+                self.settings,
                 [(self.seed, "train", round_index, c) for c in participants],
                 proximal=proximal_rows(
                     self.method,
-                    training,
+                    context,
                     participants,
                     self.models[participants[0]],
                     self.layout,
@@ -343,11 +343,11 @@ class Cell:
         trained, reports = {}, []
         for client in participants:
             if self.batched is None:
-                self.method.train_client(training, client, round_index)
+                self.method.train_client(context, client, round_index)
             else:
-                self.method.after_training(training, client, round_index)
+                self.method.after_training(context, client, round_index)
             trained[client] = self.layout.flatten(self.models[client])
-            reports.append(self.method.client_report(training, client, round_index))
+            reports.append(self.method.client_report(context, client, round_index))
         return trained, reports
 
     def _aggregate_star(
@@ -361,7 +361,7 @@ class Cell:
         sizes = torch.tensor(
             [self.clients[c].sizes["train"] for c in participants], dtype=torch.float64
         )
-        batch = self.training.batch_size
+        batch = self.settings.batch_size
         info = StarRound(
             round=round_index,
             num_rounds=self.rounds,
@@ -424,10 +424,10 @@ class Cell:
         if participants != self.federation:
             self.history.participants.append(participants)
         self.history.val.append([self.scoring.primary(c, "val") for c in self.federation])
-        if self.training.round_metrics:  # per-round test metrics (fl/round_metrics.py)
+        if self.settings.round_metrics:  # per-round test metrics (fl/round_metrics.py)
             from benchlib.fl.round_metrics import check_round_metrics, round_test_metrics
 
-            names = check_round_metrics(self.training.round_metrics, self.task.entry.metrics)
+            names = check_round_metrics(self.settings.round_metrics, self.task.entry.metrics)
             self.history.round_metrics.append(round_test_metrics(self.scoring, names))
 
     # ------------------------------------------------------------------ checkpoints
@@ -467,16 +467,16 @@ class Cell:
             "transmitted_parameters": self.layout.size,  # entries of one sent model vector
             **self.scoring.results(),  # per-client test metrics (and held-out, class counts)
         }
-        if self.training.save_predictions:  # a few test class maps (fl/predictions.py)
+        if self.settings.save_predictions:  # a few test class maps (fl/predictions.py)
             from benchlib.fl.predictions import saved_predictions
 
-            result["predictions"] = saved_predictions(self.scoring, self.training.save_predictions)
+            result["predictions"] = saved_predictions(self.scoring, self.settings.save_predictions)
         return result
 
 
-def _events(cell: Cell, out_path: Path) -> Any:
+def _events(cell: CellRun, out_path: Path) -> Any:
     """The cell's TensorBoard writer (training.tensorboard; None when off)."""
-    if not cell.training.tensorboard:
+    if not cell.settings.tensorboard:
         return None
     from benchlib.fl.tensorboard import RoundWriter, tensorboard_dir
 
@@ -499,7 +499,7 @@ def run_cell(
     writing metrics (used by tests to simulate a crash at a known point).
     """
     started = time.perf_counter()
-    cell = Cell(spec, store_dir, split_path)
+    cell = CellRun(spec, store_dir, split_path)
     spec = cell.spec
     LOG.info(
         "cell %s/%s/%s k=%s seed=%s on %s: %s data, %d clients, %d rounds, malicious %s",

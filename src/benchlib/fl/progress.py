@@ -73,7 +73,7 @@ def _finite(value: Any) -> Any:
 def round_entry(
     cell: Any, round_index: int, seconds: float, extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The progress line of ``cell``'s (an :class:`benchlib.fl.engine.Cell`) finished round."""
+    """The progress line of ``cell``'s (an :class:`benchlib.fl.engine.CellRun`) finished round."""
     history = cell.history
     val = list(history.val[round_index])
     finite = [v for v in val if v is not None]

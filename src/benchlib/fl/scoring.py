@@ -10,7 +10,7 @@ per scope (``if``: the federation clients, ``oof``: the held-out ones) - e.g. th
 accuracy, one ROC-AUC over all the held-out hospitals' patients, the MSE over all windows -
 for every task but segmentation (whose outputs are too large to pool).
 
-The engine's :class:`~benchlib.fl.engine.Cell` owns the models and the round loop; a
+The engine's :class:`~benchlib.fl.engine.CellRun` owns the models and the round loop; a
 :class:`Scorer` reads the cell through :class:`ScoredCell` (what scoring needs of it) and never
 changes a model the round loop uses (it loads vectors into the cell's scratch model).
 """
@@ -118,7 +118,7 @@ class Scorer:
         """The store rows ``client`` is scored on: its test subset, or for a held-out client
         all of its rows (``training.held_out_rows``: ``all``, the default, or ``test``)."""
         rows = self.cell.clients[client].rows
-        if client in self.cell.held_out and self.cell.training.held_out_rows == "all":
+        if client in self.cell.held_out and self.cell.settings.held_out_rows == "all":
             return np.concatenate([rows[subset] for subset in SUBSETS])
         return rows["test"]
 

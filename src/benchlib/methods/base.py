@@ -43,6 +43,7 @@ from torch import nn
 
 from benchlib.catalog import METHODS
 from benchlib.registry import Registry
+from benchlib.settings import TrainingSettings
 from benchlib.tasks.base import PeerScoring, Task
 
 LossHook = Callable[[nn.Module], torch.Tensor]
@@ -93,7 +94,7 @@ class TrainingContext(Protocol):
     """What a method may use of one round's local training (implemented by the engine)."""
 
     models: list[nn.Module]  # each client's working model
-    training: dict[str, Any]  # the cell's training settings
+    settings: TrainingSettings  # the cell's training settings
     layout: VectorLayout
     global_vector: torch.Tensor | None  # star: this round's global model; P2P: None
     loss_fn: nn.Module  # the task's training loss
@@ -128,11 +129,11 @@ class TrainingContext(Protocol):
         ...
 
 
-def parameter_mask(training: TrainingContext, client: int) -> torch.Tensor:
+def parameter_mask(context: TrainingContext, client: int) -> torch.Tensor:
     """Bool [d] over the transmitted vector: True at the entries of model parameters, False at
     float buffers such as BatchNorm running statistics (every client trains the same
     architecture, so any client's model gives the same mask)."""
-    return training.layout.parameter_mask(training.models[client])
+    return context.layout.parameter_mask(context.models[client])
 
 
 class PeerEvaluator:
@@ -261,38 +262,38 @@ class Method:
         """The clients that train and transmit in ``round`` (default: all of ``clients``)."""
         return list(clients)
 
-    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
+    def train_client(self, context: TrainingContext, client: int, round: int) -> None:
         """Local training of ``client`` in ``round``: :meth:`before_training`, the local
         epochs (pulled towards :meth:`proximal_term`'s anchor when it names one), then
         :meth:`after_training`. A method that changes only these hooks keeps batched training
         on a GPU (``fl/batched.py``); one that overrides ``train_client`` itself makes the cell
         train its clients one after another."""
-        self.before_training(training, client, round)
-        pull = self.proximal_term(training, client)
+        self.before_training(context, client, round)
+        pull = self.proximal_term(context, client)
         hook = None
         if pull is not None:
-            hook = proximal_hook(training.models[client], pull[1], training.layout, pull[0])
-        training.train(client, loss_hook=hook)
-        self.after_training(training, client, round)
+            hook = proximal_hook(context.models[client], pull[1], context.layout, pull[0])
+        context.train(client, loss_hook=hook)
+        self.after_training(context, client, round)
 
-    def before_training(self, training: TrainingContext, client: int, round: int) -> None:
+    def before_training(self, context: TrainingContext, client: int, round: int) -> None:
         """Called before ``client``'s local epochs (e.g. load its cluster's model); default
         nothing."""
 
     def proximal_term(
-        self, training: TrainingContext, client: int
+        self, context: TrainingContext, client: int
     ) -> tuple[float, torch.Tensor] | None:
         """``(c, anchor)``: the local epochs minimise loss + c/2 ||w - anchor||^2 over the
-        trainable parameters (``anchor`` a flat vector in ``training.layout``); default
+        trainable parameters (``anchor`` a flat vector in ``context.layout``); default
         ``None``, no pull."""
         return None
 
-    def after_training(self, training: TrainingContext, client: int, round: int) -> None:
+    def after_training(self, context: TrainingContext, client: int, round: int) -> None:
         """Called after ``client``'s local epochs (e.g. train a personal model); default
         nothing."""
 
     def client_report(
-        self, training: TrainingContext, client: int, round: int
+        self, context: TrainingContext, client: int, round: int
     ) -> dict[str, Any] | None:
         """What ``client`` sends beside its model (default nothing)."""
         return None

@@ -143,11 +143,11 @@ class CFL(StarMethod):
         if not self.models:
             self.models = [vector.detach().clone()]
 
-    def before_training(self, training: TrainingContext, client: int, round: int) -> None:
-        if self.variant == "paper" and training.global_vector is not None:
-            self._ensure_models(training.global_vector)
+    def before_training(self, context: TrainingContext, client: int, round: int) -> None:
+        if self.variant == "paper" and context.global_vector is not None:
+            self._ensure_models(context.global_vector)
             model = self.models[self._cluster_of(client)]
-            training.layout.load(training.models[client], model)
+            context.layout.load(context.models[client], model)
 
     def evaluation_vector(self, client: int, global_vector: torch.Tensor) -> torch.Tensor:
         if self.variant == "paper" and self.models:

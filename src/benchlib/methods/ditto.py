@@ -47,21 +47,21 @@ class Ditto(FedAvg):
         self.personal: list[torch.Tensor | None] = [None] * num_clients
         self.optimizer_states: list[dict[str, Any] | None] = [None] * num_clients
 
-    def after_training(self, training: TrainingContext, client: int, round: int) -> None:
-        if self.variant == "authors" or training.global_vector is None:
+    def after_training(self, context: TrainingContext, client: int, round: int) -> None:
+        if self.variant == "authors" or context.global_vector is None:
             return
-        anchor = training.global_vector  # w^t, the model received this round
-        model = copy.deepcopy(training.models[client])
+        anchor = context.global_vector  # w^t, the model received this round
+        model = copy.deepcopy(context.models[client])
         start = self.personal[client]
-        training.layout.load(model, anchor if start is None else start)
-        assert training.make_optimizer is not None
-        optimizer = training.make_optimizer(model)
+        context.layout.load(model, anchor if start is None else start)
+        assert context.make_optimizer is not None
+        optimizer = context.make_optimizer(model)
         saved = self.optimizer_states[client]
-        if saved is not None and training.training.persist_optimizer:
+        if saved is not None and context.settings.persist_optimizer:
             optimizer.load_state_dict(saved)
-        hook = proximal_hook(model, anchor, training.layout, self.lam)
-        training.train(client, model=model, optimizer=optimizer, loss_hook=hook, stream="ditto")
-        self.personal[client] = training.layout.flatten(model)
+        hook = proximal_hook(model, anchor, context.layout, self.lam)
+        context.train(client, model=model, optimizer=optimizer, loss_hook=hook, stream="ditto")
+        self.personal[client] = context.layout.flatten(model)
         self.optimizer_states[client] = copy.deepcopy(optimizer.state_dict())
 
     def evaluation_vector(self, client: int, global_vector: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ min_w max_{lambda in simplex} sum_i lambda_i f_i(w). Each round s:
 4. lambda <- Pi(lambda + tau gamma_s v), Euclidean simplex projection, entries <= 1e-3 raised to
    1e-3 and renormalised; gamma_s = gamma * decay^(s+1) (the authors multiply gamma by 0.9 at
    the start of every round; default gamma 0.1), tau the mean local steps of the round's
-   clients (:func:`~benchlib.methods.topology.dual_step_size`, TFL's step too).
+   clients (:func:`~benchlib.methods.client_graph.dual_step_size`, TFL's step too).
 
 lambda starts uniform (the authors start proportional to training-set sizes, equal for the
 evenly split clients of the TFL benchmarks). lambda per round is recorded in metrics.json.
@@ -38,8 +38,8 @@ from benchlib.methods.base import (
     register_method,
     sample_clients,
 )
+from benchlib.methods.client_graph import dual_step, dual_step_size
 from benchlib.methods.tfl import draw_counts
-from benchlib.methods.topology import dual_step, dual_step_size
 from benchlib.seeding import numpy_rng
 
 
@@ -86,7 +86,7 @@ class DRFA(StarMethod):
         self.clients_per_round = int(clients_per_round)
         self.dual_clients = int(dual_clients)
         self.variant = variant
-        self._training: TrainingContext | None = None
+        self._context: TrainingContext | None = None
         self._counts: dict[int, int] = {}
         self._hooks: dict[int, SnapshotHook] = {}
 
@@ -113,11 +113,11 @@ class DRFA(StarMethod):
             self._counts = {self.federation[i]: int(c) for i, c in enumerate(counts) if c > 0}
         return sorted(self._counts)
 
-    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
-        self._training = training
-        hook = SnapshotHook(training.layout, numpy_rng(self.seed, "drfa/snapshot", round, client))
+    def train_client(self, context: TrainingContext, client: int, round: int) -> None:
+        self._context = context
+        hook = SnapshotHook(context.layout, numpy_rng(self.seed, "drfa/snapshot", round, client))
         self._hooks[client] = hook
-        training.train(client, loss_hook=hook)
+        context.train(client, loss_hook=hook)
 
     def aggregate(
         self, global_vector: torch.Tensor, received: torch.Tensor, info: StarRound
@@ -139,8 +139,8 @@ class DRFA(StarMethod):
         return new_global
 
     def _dual_update(self, global_vector: torch.Tensor, info: StarRound) -> None:
-        require(self._training is not None, "drfa: no client trained before aggregation")
-        assert self._training is not None
+        require(self._context is not None, "drfa: no client trained before aggregation")
+        assert self._context is not None
         snapshots, steps = [], []
         for c in info.participants:
             hook = self._hooks.get(c)
@@ -157,7 +157,7 @@ class DRFA(StarMethod):
         chosen = sample_clients(np.ones(n), size, rng)
         v = np.zeros(n)
         for i in chosen:
-            loss = self._training.evaluate_loss(self.federation[i], snapshot, "train")
+            loss = self._context.evaluate_loss(self.federation[i], snapshot, "train")
             v[i] = (n / size) * (loss if np.isfinite(loss) else 0.0)
         step = dual_step_size(self.gamma, self.gamma_decay, info.round, float(np.mean(steps)))
         self.weights = dual_step(self.weights, v, step, floor=self.floor)

@@ -25,9 +25,9 @@ from benchlib.methods.base import StarMethod, StarRound, TrainingContext, regist
 STREAM = "erm"  # the keyed random streams of the pooled training: erm/shuffle, erm/dropout
 
 
-def pooled_rows(training: TrainingContext, clients: list[int]) -> np.ndarray:
+def pooled_rows(context: TrainingContext, clients: list[int]) -> np.ndarray:
     """The store rows of the ``clients``' training subsets, together and sorted."""
-    return np.sort(np.concatenate([training.train_rows(c) for c in clients]))
+    return np.sort(np.concatenate([context.train_rows(c) for c in clients]))
 
 
 @register_method
@@ -45,14 +45,14 @@ class Erm(StarMethod):
         self._trainer, self._trained = None, None
         return list(self.federation)
 
-    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
+    def train_client(self, context: TrainingContext, client: int, round: int) -> None:
         """The first participant of the round trains on the pooled rows; the others nothing."""
         if self._trainer is not None:
             return
         self._trainer = client
         # keyed streams erm/shuffle, erm/dropout: (seed, stream, round, client, epoch)
-        training.train(client, stream=STREAM, rows=pooled_rows(training, self.federation))
-        self._trained = training.layout.flatten(training.models[client])
+        context.train(client, stream=STREAM, rows=pooled_rows(context, self.federation))
+        self._trained = context.layout.flatten(context.models[client])
 
     def aggregate(
         self, global_vector: torch.Tensor, received: torch.Tensor, info: StarRound

@@ -84,13 +84,13 @@ class FedAgain(StarMethod):
         self.mask = None
 
     def client_report(
-        self, training: TrainingContext, client: int, round: int
+        self, context: TrainingContext, client: int, round: int
     ) -> dict[str, Any] | None:
-        require(training.global_vector is not None, "fedagain needs the round's global model")
-        assert training.global_vector is not None
+        require(context.global_vector is not None, "fedagain needs the round's global model")
+        assert context.global_vector is not None
         if self.mask is None:
-            self.mask = parameter_mask(training, client)
-        error = training.evaluate_loss(client, training.global_vector, self.benchmark_subset)
+            self.mask = parameter_mask(context, client)
+        error = context.evaluate_loss(client, context.global_vector, self.benchmark_subset)
         return {"benchmark_error": error}
 
     def aggregate(

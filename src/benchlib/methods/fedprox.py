@@ -36,8 +36,8 @@ class FedProx(FedAvg):
         require(self.mu >= 0.0, f"fedprox: mu must be >= 0, got {self.mu}")
 
     def proximal_term(
-        self, training: TrainingContext, client: int
+        self, context: TrainingContext, client: int
     ) -> tuple[float, torch.Tensor] | None:
-        if self.mu == 0.0 or training.global_vector is None:
+        if self.mu == 0.0 or context.global_vector is None:
             return None
-        return self.mu, training.global_vector
+        return self.mu, context.global_vector

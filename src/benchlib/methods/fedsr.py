@@ -136,14 +136,14 @@ class FedSR(FedAvg):
 
         return loss
 
-    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
-        model = training.models[client]
+    def train_client(self, context: TrainingContext, client: int, round: int) -> None:
+        model = context.models[client]
         if isinstance(model, FedSRSegNet):
-            training.train(client, loss_fn=self.loss_fn(model, training.loss_fn))
+            context.train(client, loss_fn=self.loss_fn(model, context.loss_fn))
             return
         require(isinstance(model, FedSRNet), "fedsr: the client model lacks FedSR's head")
         assert isinstance(model, FedSRNet)
-        training.train(client, loss_fn=self.loss_fn(model))
+        context.train(client, loss_fn=self.loss_fn(model))
 
 
 def is_dense(task: Task) -> bool:

@@ -44,7 +44,7 @@ from benchlib.methods.base import (
     parameter_mask,
     register_method,
 )
-from benchlib.methods.topology import (
+from benchlib.methods.client_graph import (
     CENTRALITIES,
     SIMILARITIES,
     StepCounter,
@@ -119,7 +119,7 @@ class TFL(StarMethod):
         self.normalized_betweenness = bool(normalized_betweenness)
         self.local_step_scale = bool(local_step_scale)
         self._steps: dict[int, StepCounter] = {}
-        self._training: TrainingContext | None = None
+        self._context: TrainingContext | None = None
         self._counts: dict[int, int] = {}
         self._columns: torch.Tensor | None = None  # bool [d]: the node-embedding entries
 
@@ -151,14 +151,14 @@ class TFL(StarMethod):
         self._steps = {}
         return sorted(self._counts)
 
-    def train_client(self, training: TrainingContext, client: int, round: int) -> None:
-        self._training = training  # the server evaluates the new global model through it
+    def train_client(self, context: TrainingContext, client: int, round: int) -> None:
+        self._context = context  # the server evaluates the new global model through it
         if self._columns is None:
-            mask = parameter_mask(training, client)
-            self._columns = embedding_columns(mask, training.layout.numels, self.embedding_last)
+            mask = parameter_mask(context, client)
+            self._columns = embedding_columns(mask, context.layout.numels, self.embedding_last)
         counter = StepCounter()
         self._steps[client] = counter
-        training.train(client, loss_hook=counter)
+        context.train(client, loss_hook=counter)
 
     def embedding(self, vectors: torch.Tensor) -> torch.Tensor:
         """The part of each model vector used as its node embedding: the parameter entries
@@ -221,10 +221,10 @@ class TFL(StarMethod):
         self.topology_history.append(record)
 
     def _update_weights(self, new_global: torch.Tensor, round_index: int, tau: float) -> None:
-        require(self._training is not None, "tfl: no client trained before aggregation")
-        assert self._training is not None
+        require(self._context is not None, "tfl: no client trained before aggregation")
+        assert self._context is not None
         losses = np.array(
-            [self._training.evaluate_loss(c, new_global, self.loss_subset) for c in self.federation]
+            [self._context.evaluate_loss(c, new_global, self.loss_subset) for c in self.federation]
         )
         losses = np.nan_to_num(losses, nan=0.0, posinf=0.0)
         step = dual_step_size(self.lr_lambda, self.lr_decay, round_index, tau)

@@ -118,8 +118,8 @@ class Task:
     ) -> dict[str, list[int]] | None:
         """Per class: how many samples are of it (``true``), predicted as it (``predicted``) and
         both (``correct``). Summed over clients they give the macro scores of the pooled test
-        predictions (``report/kinds/fedagain_fig13.py``). None (default) for tasks without one
-        class per sample."""
+        predictions (``report/kinds/fedagain/fedagain_fig13.py``). None (default) for tasks
+        without one class per sample."""
         return None
 
     def peer_view(self, outputs: torch.Tensor, targets: torch.Tensor) -> PeerScoring:

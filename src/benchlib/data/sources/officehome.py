@@ -1,7 +1,7 @@
 """OfficeHome (Venkateswara et al., CVPR 2017): 15,588 images, 65 classes, 4 domains (Art 2,427,
 Clipart 4,365, Product 4,439, Real World 4,357), laid out ``<domain>/<class>/<image>``.
 
-Same sources and store as PACS (:mod:`benchlib.data.sources.pacs`): ``officehome`` fetches the zip
+Same sources and store as PACS (:mod:`benchlib.data.domain_folders`): ``officehome`` fetches the zip
 DomainBed downloads from Google Drive (``OfficeHomeDataset_10072016/<domain>/<class>/``; no
 checksum published: counts are verified, ``params.sha256`` may pin one), ``officehome_local``
 reads a local folder. TFL (Appendix, Table 9) splits each domain evenly into 5 clients.
@@ -9,7 +9,7 @@ reads a local folder. TFL (Appendix, Table 9) splits each domain evenly into 5 c
 
 from __future__ import annotations
 
-from benchlib.data.sources.pacs import DomainDataset, register_domain_dataset
+from benchlib.data.domain_folders import DomainDataset, register_domain_dataset
 
 OFFICEHOME = DomainDataset(
     "officehome",

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from benchlib import __version__
 from benchlib.errors import require
 from benchlib.report.base import ReportKind, check_outputs, register_kind
-from benchlib.report.kinds.tfl_runs import (
+from benchlib.report.kinds.tfl.runs import (
     SCOPE_NAMES,
     methods_params,
     methods_spec,

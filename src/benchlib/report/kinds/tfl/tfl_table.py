@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from benchlib import __version__
 from benchlib.errors import require
 from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
-from benchlib.report.kinds.tfl_runs import POOLINGS, SCOPES, cell_value, round_means
+from benchlib.report.kinds.tfl.runs import POOLINGS, SCOPES, cell_value, round_means
 from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from benchlib.errors import require
 from benchlib.report.base import check_experiments
-from benchlib.report.kinds.history import read_json
+from benchlib.report.kinds.common.history import read_json
 from benchlib.report.stats import METRIC_PATTERN
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from benchlib.report.base import (
     spec_value,
 )
 from benchlib.report.figures import pyplot
-from benchlib.report.kinds.history import (
+from benchlib.report.kinds.common.history import (
     RunsFigure,
     check_ks,
     check_methods,

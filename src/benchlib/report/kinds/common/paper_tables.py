@@ -163,8 +163,8 @@ class Scored:
 def _client_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
     import pandas as pd
 
-    from benchlib.report.kinds.history import read_json
-    from benchlib.report.kinds.tfl_runs import SCOPES, cell_value
+    from benchlib.report.kinds.common.history import read_json
+    from benchlib.report.kinds.tfl.runs import SCOPES, cell_value
 
     key = SCOPES[column["scope"]]
     cells, units = [], []
@@ -191,7 +191,7 @@ def _client_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
 def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
     import pandas as pd
 
-    from benchlib.report.kinds.fedagain_fig13 import pooled_metric
+    from benchlib.report.kinds.fedagain.fedagain_fig13 import pooled_metric
 
     paths = [files[f["path"]] for f in column["files"]]
     collected = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from benchlib.errors import require
 from benchlib.report.base import register_kind
 from benchlib.report.figures import pyplot
-from benchlib.report.kinds.history import RunsFigure
-from benchlib.report.kinds.tfl_runs import CELL_PARAMS, read_json, single_cell
+from benchlib.report.kinds.common.history import RunsFigure
+from benchlib.report.kinds.tfl.runs import CELL_PARAMS, read_json, single_cell
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig

@@ -31,7 +31,7 @@ from benchlib.report.base import (
     register_kind,
     spec_value,
 )
-from benchlib.report.kinds.history import check_methods
+from benchlib.report.kinds.common.history import check_methods
 from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ class TopologyFigure(ReportKind):
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         import pandas as pd
 
-        from benchlib.report.kinds.robustness_figure import plot_robustness
+        from benchlib.report.kinds.lightyear.robustness_figure import plot_robustness
 
         check_outputs(self, outputs)
         require(bool(inputs), "topology_figure reads collected CSVs; pass --collected CSV...")

@@ -1,4 +1,5 @@
-"""FedAgain Figures 8, 9 and 10 (bars) and 11 (box plots): methods x groups x metrics.
+"""The shared part of FedAgain Figures 8, 9 and 10 (``fedagain_bars``) and 11 (``fedagain_box``):
+methods x groups x metrics. No kind is registered here.
 
 One panel per metric (accuracy, recall, precision, F1 by default); along x the groups (Figure 8:
 one kidney-stone sub-dataset per group; Figures 9-10: one corruption scenario per group, each
@@ -30,9 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from benchlib.errors import require
-from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
+from benchlib.report.base import ReportKind, check_experiments, check_outputs
 from benchlib.report.figures import pyplot, save_figure
-from benchlib.report.kinds.fedagain_fig13 import (
+from benchlib.report.kinds.fedagain.fedagain_fig13 import (
     LABEL_OF,
     add_caption,
     pooled_metric,
@@ -82,7 +83,9 @@ def group_values(spec: dict[str, Any], collected: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-class _FedAgainGroups(ReportKind):
+class FedAgainGroups(ReportKind):
+    """The shared kind of ``fedagain_bars`` and ``fedagain_box``: they differ only in ``style``."""
+
     output = "figure"
     style = "bars"
     required = ("groups",)
@@ -168,15 +171,3 @@ def plot_groups(spec: dict[str, Any], frame: pd.DataFrame, pdf: Path, png: Path,
     add_caption(fig, spec, -0.02)
     fig.tight_layout()
     save_figure(fig, pdf, png)
-
-
-@register_kind
-class FedAgainBars(_FedAgainGroups):
-    name = "fedagain_bars"
-    style = "bars"
-
-
-@register_kind
-class FedAgainBox(_FedAgainGroups):
-    name = "fedagain_box"
-    style = "box"

@@ -41,13 +41,13 @@ from benchlib.report.base import (
     spec_value,
 )
 from benchlib.report.figures import pyplot, save_figure
-from benchlib.report.kinds.paper_statistics import (
+from benchlib.report.kinds.common.paper_statistics import (
     LIGHTYEAR_KEYS,
     interval_text,
     lightyear_statistics,
     test_text,
 )
-from benchlib.report.kinds.paper_tables import (
+from benchlib.report.kinds.common.paper_tables import (
     COLUMN_ENTRY,
     SCALES,
     column_specs,
@@ -511,7 +511,7 @@ def _render_lightyear(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> st
 
 
 def _render_columns(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> str:
-    from benchlib.report.kinds import paper_columns_report as report
+    from benchlib.report.kinds.common import paper_columns_report as report
 
     paper = read_table_values(inputs[0])
     cells, units = score_columns(spec_value(spec, "columns"), inputs[1:])

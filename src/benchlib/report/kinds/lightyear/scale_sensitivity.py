@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from benchlib.errors import require
 from benchlib.report.base import register_kind, spec_value
 from benchlib.report.figures import pyplot
-from benchlib.report.kinds.history import (
+from benchlib.report.kinds.common.history import (
     RunsFigure,
     check_ks,
     check_methods,

@@ -95,7 +95,7 @@ def markdown(
     figure: str,
 ) -> str:
     """The report text: the scale first, then a summary line per column, then each column."""
-    from benchlib.report.kinds.paper_tables import SCALES
+    from benchlib.report.kinds.common.paper_tables import SCALES
 
     confidence = round(100 * spec.get("confidence", CONFIDENCE))
     cells_read = int(frame["cells"].sum())

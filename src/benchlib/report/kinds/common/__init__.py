@@ -1,0 +1,1 @@
+"""Report kinds any config may use, and the paper-vs-ours comparison of all three papers."""

@@ -1,0 +1,1 @@
+"""Report kinds of TFL's tables and figures, and their shared cell readers (``runs``)."""
