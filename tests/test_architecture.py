@@ -106,3 +106,27 @@ def test_each_report_kind_has_its_own_module_named_like_it_in_a_paper_folder():
         assert package == ["benchlib", "report", "kinds"], (name, type(kind).__module__)
         assert folder in folders, f"report kind {name} is not in a paper folder"
         assert module == name, f"report kind {name} lives in module {module}"
+
+
+# test folders that are not a package of src/benchlib: whole-workflow runs, the shipped configs,
+# shared helpers and test data
+NON_PACKAGE_TEST_FOLDERS = {"workflow", "configs", "helpers", "golden", "examples", "slurm"}
+
+
+def test_the_test_folders_mirror_the_source_tree():
+    tests, package = REPO / "tests", REPO / "src" / "benchlib"
+    for folder in sorted(p for p in tests.rglob("*") if p.is_dir() and p.name != "__pycache__"):
+        relative = folder.relative_to(tests)
+        if relative.parts[0] in NON_PACKAGE_TEST_FOLDERS:
+            continue
+        assert (package / relative).is_dir(), f"tests/{relative} has no src/benchlib/{relative}"
+
+
+def test_test_modules_share_helpers_only_through_conftest_and_helpers():
+    names = {p.stem for p in (REPO / "tests").rglob("test_*.py")}
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for line in path.read_text().splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] in ("from", "import"):
+                module = words[1].split(".")[0]
+                assert module not in names, f"{path}: imports test module {module}; use helpers/"

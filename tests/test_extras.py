@@ -10,7 +10,7 @@ import json
 
 import pytest
 from conftest import ops_benchlib, ops_run_args, tool_env
-from fixtures_tasks import groups_split, segmentation_store, task_cell_spec
+from helpers.task_stores import groups_split, segmentation_store, task_cell_spec
 
 from benchlib.errors import EXTRAS
 

@@ -1,0 +1,171 @@
+"""Checksummed downloads (benchlib.data.download) against a real HTTP server on 127.0.0.1:
+a good file arrives and is cached, a wrong checksum or a truncated transfer stops with a clear
+one-line error and leaves no file behind."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import subprocess
+
+import pytest
+from conftest import benchlib_exe, tool_env
+from helpers.http_server import serve_directory
+
+from benchlib.data.download import RemoteFile, check_remote, fetch, remote_file, remote_files
+from benchlib.errors import BenchlibError
+
+PAYLOAD = bytes(range(256)) * 400  # 102,400 bytes
+PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+def served(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "data.bin").write_bytes(PAYLOAD)
+    with serve_directory(root) as (url, requests):
+        yield url, requests
+
+
+def test_fetch_downloads_verifies_and_then_uses_the_cache(served, tmp_path):
+    url, requests = served
+    remote = RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA)
+    path = fetch(remote, tmp_path / "cache", retries=0)
+    assert path == tmp_path / "cache" / "data.bin"
+    assert path.read_bytes() == PAYLOAD
+    assert requests == ["/data.bin"]
+    # A second fetch finds the verified copy and does not touch the network.
+    assert fetch(remote, tmp_path / "cache", retries=0) == path
+    assert requests == ["/data.bin"]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["data.bin"]
+
+
+def test_a_damaged_cached_copy_is_replaced(served, tmp_path):
+    url, requests = served
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "data.bin").write_bytes(PAYLOAD[:1000])
+    path = fetch(RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA), cache, retries=0)
+    assert path.read_bytes() == PAYLOAD
+    assert requests == ["/data.bin"]
+
+
+def test_checksum_mismatch_is_a_clear_error_and_leaves_no_file(served, tmp_path):
+    url, _ = served
+    wrong = "0" * 64
+    remote = RemoteFile("data.bin", f"{url}/data.bin", wrong)
+    with pytest.raises(BenchlibError) as info:
+        fetch(remote, tmp_path / "cache", retries=0, context="datasets.femnist.params")
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"checksum mismatch for {url}/data.bin: expected sha256 {wrong}")
+    assert f"got {PAYLOAD_SHA}" in message
+    assert "datasets.femnist.params.sha256" in message
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_truncated_transfer_is_a_clear_error_and_leaves_no_file(served, tmp_path):
+    url, requests = served
+    remote = RemoteFile("data.bin", f"{url}/truncated/data.bin", PAYLOAD_SHA)
+    with pytest.raises(BenchlibError, match=r"^download of .*/truncated/data.bin failed \("):
+        fetch(remote, tmp_path / "cache", retries=1)
+    assert requests == ["/truncated/data.bin"] * 2  # one retry
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_unreachable_server_is_a_clear_error(tmp_path):
+    with serve_directory(tmp_path) as (url, _):
+        pass  # the port is closed again
+    remote = RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA)
+    with pytest.raises(BenchlibError, match=r"check the network or point params.url"):
+        fetch(remote, tmp_path / "cache", retries=0, timeout=5)
+    assert not (tmp_path / "cache" / "data.bin").exists()
+
+
+@pytest.mark.parametrize(
+    "url,sha,message",
+    [
+        ("file:///etc/passwd", PAYLOAD_SHA, r"not an http/https/ftp URL; fix ctx.url"),
+        ("https://example.org/a.bin", "abc", r"not a 64-digit hex sha256; fix ctx.sha256"),
+    ],
+)
+def test_bad_url_or_checksum_rejected_before_any_download(url, sha, message):
+    with pytest.raises(BenchlibError, match=message):
+        check_remote(RemoteFile("a.bin", url, sha), "ctx")
+
+
+def test_source_remote_files_and_config_overrides():
+    (default,) = remote_files("femnist_tff")
+    assert default.name == "fed_emnist.tar.bz2"
+    assert default.url == "https://storage.googleapis.com/tff-datasets-public/fed_emnist.tar.bz2"
+    assert default.sha256 == "fe1ed5a502cea3a952eb105920bff8cffb32836b5173cb18a57a32c3606f3ea0"
+    mirror = remote_file(
+        "femnist_tff", "fed_emnist.tar.bz2", {"url": "http://127.0.0.1:1/x", "sha256": "A" * 64}
+    )
+    assert (mirror.url, mirror.sha256) == ("http://127.0.0.1:1/x", "a" * 64)
+    assert remote_files("mnist5k") == []
+    with pytest.raises(BenchlibError, match=r"downloads no file named 'other.zip'"):
+        remote_file("femnist_tff", "other.zip")
+
+
+def test_cli_download_checksum_mismatch_one_line_error(served, tmp_path):
+    url, _ = served
+    params = {"url": f"{url}/data.bin", "sha256": "1" * 64, "retries": 0}
+    spec = json.dumps({"dataset": "femnist", "source": "femnist_tff", "params": params})
+    out = tmp_path / "downloads" / "fed_emnist.tar.bz2"
+    result = subprocess.run(
+        [benchlib_exe(), "-q", "download", "--spec", spec, "--out", str(out)],
+        env={**tool_env(), "NO_PROXY": "127.0.0.1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: checksum mismatch for {url}/data.bin: expected sha256 1111")
+    assert "datasets.femnist.params.sha256" in lines[0]
+    assert not out.exists()
+    assert list(out.parent.iterdir()) == []
+
+
+def test_a_download_off_a_terminal_logs_bytes_and_eta_lines(served, tmp_path, caplog, monkeypatch):
+    import benchlib.data.download as download
+
+    url, _ = served
+    monkeypatch.setattr(download, "PROGRESS_EVERY_S", 0.0)  # a line per chunk, not per 10 s
+    remote = RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA)
+    with caplog.at_level(logging.INFO, logger="benchlib"):
+        fetch(remote, tmp_path / "cache", retries=0)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("data.bin: ")]
+    periodic = [line for line in lines if " of 102.4 kB (" in line]
+    assert len(periodic) >= 2, lines
+    assert all(re.search(r"\d+ %\), [\d.]+ \S?B/s, ETA \S+$", line) for line in periodic), lines
+    assert lines[-1].startswith("data.bin: 102.4 kB downloaded in "), lines
+
+
+def test_a_download_off_a_terminal_logs_its_end_at_the_default_period(served, tmp_path, caplog):
+    url, _ = served
+    remote = RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA)
+    with caplog.at_level(logging.INFO, logger="benchlib"):
+        fetch(remote, tmp_path / "cache", retries=0)
+    assert "data.bin: 102.4 kB downloaded in " in caplog.text
+
+
+def test_a_download_on_a_terminal_shows_poochs_progress_bar(served, tmp_path, capsys, monkeypatch):
+    import benchlib.data.download as download
+
+    url, _ = served
+    monkeypatch.setattr(download, "_on_terminal", lambda: True)
+    fetch(RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA), tmp_path / "cache", retries=0)
+    bar = capsys.readouterr().err
+    assert "100%" in bar and "102k" in bar, bar

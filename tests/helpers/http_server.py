@@ -1,0 +1,47 @@
+"""A real HTTP server on 127.0.0.1 for download tests: serves a folder and records the requests."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """Serves a folder; ``/truncated/<name>`` announces the full length but sends half."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.server.requests.append(self.path)
+        if self.path.startswith("/truncated/"):
+            data = (Path(self.directory) / self.path.split("/")[-1]).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        super().do_GET()
+
+
+@contextlib.contextmanager
+def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
+    """Serve ``root`` on an ephemeral 127.0.0.1 port; yields (base URL, requested paths)."""
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(root))
+    )
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server.requests
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
