@@ -45,15 +45,15 @@ _RULES = re.compile(
 
 
 @dataclass(frozen=True)
-class Cell:
+class TableCell:
     html: str
     colspan: int = 1
 
 
 @dataclass(frozen=True)
 class Tabular:
-    header: list[list[Cell]]
-    body: list[list[Cell]]
+    header: list[list[TableCell]]
+    body: list[list[TableCell]]
 
 
 def _braced(text: str, start: int) -> tuple[str, int]:
@@ -137,21 +137,21 @@ def inline(tex: str) -> str:
     return re.sub(r"\s+", " ", "".join(out)).strip()
 
 
-def _cell(tex: str) -> Cell:
+def _cell(tex: str) -> TableCell:
     tex = tex.strip()
     match = re.match(r"\\multicolumn\{(\d+)\}", tex)
     if match:
         _, after_align = _braced(tex, tex.index("}", match.end() - 1) + 1)
         content, _ = _braced(tex, after_align)
-        return Cell(inline(content), int(match.group(1)))
+        return TableCell(inline(content), int(match.group(1)))
     match = re.match(r"\\multirow\{[^}]*\}\{[^}]*\}", tex)
     if match:
         content, _ = _braced(tex, match.end())
-        return Cell(inline(content))
-    return Cell(inline(tex))
+        return TableCell(inline(content))
+    return TableCell(inline(tex))
 
 
-def _rows(body: str) -> list[list[Cell]]:
+def _rows(body: str) -> list[list[TableCell]]:
     rows = []
     for row in _split(_RULES.sub("", body), "\\\\"):
         if row.strip():
@@ -193,7 +193,7 @@ def parse_caption(tex: str) -> str:
 
 
 def _table_html(table: Tabular) -> str:
-    def row(cells: list[Cell], tag: str) -> str:
+    def row(cells: list[TableCell], tag: str) -> str:
         inner = "".join(
             f"<{tag}{f' colspan={c.colspan}' if c.colspan > 1 else ''}>{c.html}</{tag}>"
             for c in cells
