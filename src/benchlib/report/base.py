@@ -67,9 +67,9 @@ class ReportKind:
     decorate the subclass with :func:`register_kind`.
 
     Override :attr:`name`, :attr:`output`, :attr:`params` (the config entry's parameters besides
-    ``kind``: every one described, and either required or with a default), :meth:`spec` and
-    :meth:`render`; :meth:`inputs` and :meth:`implicit` when the kind reads collected results or
-    is added by experiments.
+    ``kind``: every one described, and :func:`required_param` or with a default, null for one the
+    config decides: :func:`derived_param`), :meth:`spec` and :meth:`render`; :meth:`inputs` and
+    :meth:`implicit` when the kind reads collected results or is added by experiments.
     """
 
     name: ClassVar[str]

@@ -60,7 +60,9 @@ class FedAgainTrust(ReportKind):
             "experiments": required_param(
                 {"type": "array", "minItems": 1, "items": {"type": "string"}}, "one panel each"
             ),
-            "method": Param({"type": "string"}, "fedagain", "the method whose weights show"),
+            "method": Param(
+                {"type": "string"}, "fedagain", "the method whose trust weights are drawn"
+            ),
             "title": Param({"type": "string"}, "FedAgain trust weights per round", "figure title"),
         }
     )

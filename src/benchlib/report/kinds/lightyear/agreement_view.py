@@ -72,7 +72,9 @@ class AgreementView(RunsFigure):
             "experiment": required_param({"type": "string"}, "an experiment of the config"),
             "malfunction": required_param({"type": "string"}, "one of its malfunctions"),
             "k": required_param({"type": "integer", "minimum": 0}, "one of its k"),
-            "method": Param({"type": "string"}, "lightyear", "the P2P method whose scores show"),
+            "method": Param(
+                {"type": "string"}, "lightyear", "the P2P method whose peer scores are drawn"
+            ),
             "seed": derived_param(
                 {"type": "integer", "minimum": 0}, "the cell's seed", "the experiment's first seed"
             ),

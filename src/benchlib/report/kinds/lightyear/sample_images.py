@@ -102,7 +102,9 @@ class SampleImages(ReportKind):
             "per_row": Param(
                 {"type": "integer", "minimum": 1, "maximum": 20}, 6, "images in each row"
             ),
-            "seed": Param({"type": "integer", "minimum": 0}, 0, "seed of the images' draw"),
+            "seed": Param(
+                {"type": "integer", "minimum": 0}, 0, "seed of the random choice of images"
+            ),
             "title": Param({"type": "string"}, "", "figure title (empty: none)"),
             "row_title": derived_param({"type": "string"}, "row label prefix", "the value of by"),
             "row_labels": Param(

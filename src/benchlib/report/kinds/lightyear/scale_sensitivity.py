@@ -63,7 +63,7 @@ class ScaleSensitivity(RunsFigure):
                 {"type": "string"}, "the base experiment with the ana.scale axis"
             ),
             "method": derived_param(
-                {"type": "string"}, "the method", "the experiment's first method"
+                {"type": "string"}, "the method drawn", "the experiment's first method"
             ),
             "k": derived_param(
                 {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
