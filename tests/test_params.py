@@ -21,6 +21,7 @@ from benchlib.data.registry import dataset_names, get_dataset
 from benchlib.errors import BenchlibError
 from benchlib.params import UNSET, Param, Params, describe_type
 from benchlib.reference import parameter_reference
+from benchlib.report.base import KINDS
 from benchlib.settings import TrainingSettings
 
 WIDGET = Params(
@@ -99,6 +100,7 @@ def _declarations() -> dict[str, Params]:
     found |= {f"partitioner {n}": partitioner_params(n) for n in partitioner_names()}
     found |= {f"malfunction {n}": p for n, p in MALFUNCTIONS.items()}
     found |= {f"loss {t}/{n}": p for t, e in TASKS.items() for n, p in e.losses.items()}
+    found |= {f"report kind {n}": k.params for n, k in KINDS.items()}
     return found
 
 
@@ -108,6 +110,13 @@ def test_every_parameter_has_a_description_and_a_default_its_type_accepts(owner)
         assert param.description, f"{owner}: {name} has no description"
         if param.default is not UNSET:
             jsonschema.validate(param.default, dict(param.schema))
+
+
+def test_every_optional_report_parameter_has_a_default():
+    # a kind's spec() reads every key: the ones a config may leave out are filled in
+    for name, kind in KINDS.items():
+        for key, param in kind.params.items():
+            assert param.required or param.default is not UNSET, f"report kind {name}: {key}"
 
 
 def _keywords(function) -> dict[str, inspect.Parameter]:
@@ -202,3 +211,11 @@ def test_the_reference_page_is_current():
 def test_the_reference_lists_every_method_with_its_defaults():
     page = parameter_reference()
     assert "### `krum` (star)" in page and "| `tau` | number or null >= 0, <= 1 | null |" in page
+
+
+def test_the_reference_lists_every_report_kind_with_its_defaults():
+    page = parameter_reference()
+    table = page.split("### `robustness_table` (table)", 1)[1].split("###", 1)[0]
+    assert "| `experiment` | string | required |" in table
+    assert "| `ci` | boolean | false | add a bootstrap CI" in table
+    assert "| `title` | string or null | null |" in table

@@ -4,10 +4,9 @@ malfunctions, losses, report kinds and grid axes. Torch-free."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from benchlib.params import Params, describe_type
+from benchlib.params import Params
 
 HEADER = """# Parameter reference
 
@@ -37,15 +36,6 @@ def _section(title: str, params: Params, note: str = "") -> list[str]:
     if note:
         lines += [note, ""]
     return lines + _table(params.reference_rows())
-
-
-def _schema_rows(properties: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:
-    """Rows of plain JSON-schema properties (report kinds declare theirs that way)."""
-    rows = []
-    for name, schema in properties.items():
-        default = repr(schema["default"]) if "default" in schema else "-"
-        rows.append((name, describe_type(schema), default, str(schema.get("description", ""))))
-    return rows
 
 
 def _training() -> list[str]:
@@ -122,7 +112,7 @@ def _report_kinds() -> list[str]:
 
     lines = ["## Report kinds (`reports.<name>`, beside `kind`)", ""]
     for name, kind in KINDS.items():
-        lines += [f"### `{name}` ({kind.output})", "", *_table(_schema_rows(kind.params))]
+        lines += _section(f"`{name}` ({kind.output})", kind.params)
     return lines
 
 

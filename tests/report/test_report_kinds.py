@@ -189,21 +189,26 @@ def test_an_entry_named_like_a_default_report_replaces_it():
         ({"kind": "heatmap"}, "config error at reports.extra.kind: unknown report kind 'heatmap'; "
          "choose one of: agreement_view, fedagain_bars, "),
         ({"kind": "robustness_table", "experiment": "smoke"},
-         "config error at reports.extra: 'malfunction' is a required property"),
+         r"config error at reports.extra \(report kind robustness_table\): malfunction must be "
+         "given"),
         ({"kind": "robustness_table", "experiment": "smoke", "malfunction": "ana", "metrc": "x"},
-         r"Additional properties are not allowed \('metrc' was unexpected\) \(report kind "
-         "robustness_table takes: kind, experiment, malfunction, title, metric"),
+         r"config error at reports.extra \(report kind robustness_table\): unknown parameter "
+         r"'metrc' \(did you mean 'metric'\?\); it takes: ci, confidence, decimals, experiment, "
+         "malfunction, metric, metric_label, percent, resamples, test, title$"),
         ({"kind": "robustness_table", "experiment": "nope", "malfunction": "ana"},
          "config error at reports.extra: experiment 'nope' is not defined under experiments; "
          "choose one of: smoke"),
         ({"kind": "robustness_table", "experiment": "smoke", "malfunction": "random"},
          "config error at reports.extra: experiment smoke has no malfunction 'random'"),
         ({"kind": "robustness_table", "experiment": "smoke", "malfunction": "ana",
-          "decimals": -1}, "config error at reports.extra.decimals: -1 is less than the minimum"),
+          "decimals": -1}, r"config error at reports.extra \(report kind robustness_table\): "
+         "decimals: -1 is less than the minimum"),
         ({"kind": "robustness_table", "experiment": "smoke", "malfunction": "ana",
-          "metric": "Test Accuracy"}, "config error at reports.extra.metric"),
+          "metric": "Test Accuracy"}, r"config error at reports.extra \(report kind "
+         r"robustness_table\): metric: 'Test Accuracy' does not match"),
         ({"kind": "robustness_figure", "experiments": []},
-         "config error at reports.extra.experiments"),
+         r"config error at reports.extra \(report kind robustness_figure\): experiments: \[\] "
+         "should be non-empty"),
         ({"kind": "robustness_figure", "experiments": ["smoke"], "malfunctions": ["dynamic"]},
          "experiment smoke has no malfunction 'dynamic'"),
         ({"kind": "training_details", "experiments": ["other"]},
@@ -214,8 +219,16 @@ def test_an_entry_named_like_a_default_report_replaces_it():
     ],
 )  # fmt: skip
 def test_bad_report_entries_fail_at_config_load(entry, message):
-    with pytest.raises(BenchlibError, match=message):
+    with pytest.raises(BenchlibError, match=message) as error:
         Config(smoke_raw(extra=entry))
+    assert "\n" not in str(error.value)
+
+
+def test_a_config_derived_default_given_as_null_is_derived():
+    entry = {"kind": "robustness_table", "experiment": "smoke", "malfunction": "ana"}
+    omitted = Config(smoke_raw(extra=entry)).reports["extra"].spec
+    given_null = Config(smoke_raw(extra={**entry, "title": None})).reports["extra"].spec
+    assert given_null == omitted and omitted["title"].endswith(" -- ANA")
 
 
 def test_report_names_follow_the_id_pattern():

@@ -307,7 +307,8 @@ PARAMS_TYPOS: dict[str, tuple[str, Callable[[dict], None]]] = {
         lambda c: _dataset(c)["training"].update(local_epoch=2),
     ),
     "report": (
-        "reports.extra: Additional properties are not allowed ('metrik' was unexpected)",
+        "reports.extra (report kind robustness_table): unknown parameter 'metrik' (did you mean "
+        "'metric'?)",
         lambda c: c.update(
             reports={"extra": {"kind": "robustness_table", "experiment": "smoke", "metrik": "x"}}
         ),

@@ -8,9 +8,10 @@ default reports implicitly (:meth:`ReportKind.implicit`). A table report ``NAME`
 
 The life of a report:
 
-1. config load: :func:`resolve_reports` checks every entry's parameters against the kind's JSON
-   schema (``params``) and its references against the config (:meth:`ReportKind.spec`), and
-   resolves them into a JSON spec: everything rendering needs, so rendering never reads the config;
+1. config load: :func:`resolve_reports` checks every entry's parameters against the kind's
+   declaration (``params``, a :class:`benchlib.params.Params`), fills in the defaults, checks its
+   references against the config (:meth:`ReportKind.spec`), and resolves them into a JSON spec:
+   everything rendering needs, so rendering never reads the config;
 2. Snakemake: the generic rules ``render_table`` / ``render_figure`` take the report's
    :attr:`Report.inputs` (collected CSVs) as input and pass the spec as a parameter;
 3. ``benchlib report --kind KIND --spec JSON --collected CSV... --out FILE...`` calls
@@ -27,9 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-import jsonschema
-
 from benchlib.errors import BenchlibError, require
+from benchlib.params import NO_PARAMS, Param, Params
 from benchlib.registry import Registry, import_submodules
 from benchlib.spec import Cell
 
@@ -66,22 +66,23 @@ class ReportKind:
     """One kind of table or figure. Subclass it in a module of ``benchlib.report.kinds`` and
     decorate the subclass with :func:`register_kind`.
 
-    Override :attr:`name`, :attr:`output`, :attr:`params` (JSON-schema properties of the config
-    entry besides ``kind``), :attr:`required`, :meth:`spec` and :meth:`render`; :meth:`inputs`
-    and :meth:`implicit` when the kind reads collected results or is added by experiments.
+    Override :attr:`name`, :attr:`output`, :attr:`params` (the config entry's parameters besides
+    ``kind``: every one described, and :func:`required_param` or with a default, null for one the
+    config decides: :func:`derived_param`), :meth:`spec` and :meth:`render`; :meth:`inputs` and
+    :meth:`implicit` when the kind reads collected results or is added by experiments.
     """
 
     name: ClassVar[str]
     output: ClassVar[str]  # "table" or "figure"
-    params: ClassVar[dict[str, dict[str, Any]]] = {}
-    required: ClassVar[tuple[str, ...]] = ()
+    params: ClassVar[Params] = NO_PARAMS
 
     def implicit(self, config: ReportConfig) -> dict[str, dict[str, Any]]:
         """Reports every config gets without naming them: report name -> parameters."""
         return {}
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
-        """The JSON-able spec of report ``name`` (raise BenchlibError for a bad reference)."""
+        """The JSON-able spec of report ``name`` (raise BenchlibError for a bad reference);
+        ``params`` holds every declared parameter, defaults filled in."""
         raise NotImplementedError
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
@@ -91,15 +92,6 @@ class ReportKind:
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         """Write the report's output files (atomically) from ``spec`` and ``inputs``."""
         raise NotImplementedError
-
-    # ----------------------------------------------------------------------------- helpers
-    def schema(self) -> dict[str, Any]:
-        return {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["kind", *self.required],
-            "properties": {"kind": {"const": self.name}, **self.params},
-        }
 
 
 KINDS: Registry[ReportKind] = Registry(
@@ -133,18 +125,6 @@ class Report:
         return [pattern.format(name=self.name) for pattern in OUTPUTS[self.output]]
 
 
-def _check_params(name: str, entry: Mapping[str, Any], kind: ReportKind) -> None:
-    validator = jsonschema.Draft202012Validator(kind.schema())
-    errors = sorted(validator.iter_errors(dict(entry)), key=lambda e: list(map(str, e.path)))
-    if errors:
-        error = errors[0]
-        where = ".".join(["reports", name, *map(str, error.absolute_path)])
-        allowed = ", ".join(["kind", *kind.params])
-        raise BenchlibError(
-            f"config error at {where}: {error.message} (report kind {kind.name} takes: {allowed})"
-        )
-
-
 def resolve_reports(config: ReportConfig) -> dict[str, Report]:
     """Every report of ``config``: the kinds' implicit reports of its experiments, then the
     ``reports:`` entries (an entry with an implicit report's name replaces it)."""
@@ -161,8 +141,10 @@ def resolve_reports(config: ReportConfig) -> dict[str, Report]:
             kind = KINDS.get(str(entry.get("kind")))
         except BenchlibError as exc:
             raise BenchlibError(f"config error at reports.{name}.kind: {exc}") from exc
-        _check_params(name, entry, kind)
-        params = {k: v for k, v in entry.items() if k != "kind"}
+        given = {k: v for k, v in entry.items() if k != "kind"}
+        params = kind.params.resolve(
+            f"config error at reports.{name} (report kind {kind.name})", given
+        )
         try:
             spec = kind.spec(name, params, config)
         except BenchlibError as exc:
@@ -172,6 +154,22 @@ def resolve_reports(config: ReportConfig) -> dict[str, Report]:
 
 
 # --------------------------------------------------------------------- helpers for kinds
+def required_param(schema: Mapping[str, Any], description: str) -> Param:
+    """A parameter every entry of the kind must give."""
+    return Param(schema, description=description, required=True)
+
+
+def derived_param(schema: Mapping[str, Any], description: str, null_means: str) -> Param:
+    """A parameter whose default depends on the config: null, the default, means ``null_means``
+    (the kind derives it in :meth:`ReportKind.spec`)."""
+    if "enum" in schema:
+        nullable = {**schema, "enum": [*schema["enum"], None]}
+    else:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        nullable = {**schema, "type": [*types, "null"]}
+    return Param(nullable, None, f"{description}; null = {null_means}")
+
+
 def check_experiments(config: ReportConfig, experiments: list[str]) -> None:
     for experiment in experiments:
         require(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from benchlib.config import NO_MALFUNCTION
 from benchlib.errors import require
+from benchlib.params import Param
 
 if TYPE_CHECKING:  # pandas is imported where it is used: Snakemake imports this module at parse
     import pandas as pd
@@ -133,23 +134,30 @@ def summarise(
 
 
 # JSON-schema properties of a report entry that shows one metric (see MetricDisplay.resolve)
-METRIC_PARAMS = {
-    "metric": {
-        "type": "string",
-        "pattern": METRIC_PATTERN,
-        "description": "per-client test metric (collected column test_<metric>); default accuracy",
-    },
-    "percent": {"type": "boolean", "description": "show 100 x value (default: [0, 1] metrics)"},
-    "decimals": {"type": "integer", "minimum": 0, "maximum": 6},
-    "metric_label": {"type": "string", "description": "name in captions and axis labels"},
+METRIC_PARAMS: dict[str, Param] = {
+    "metric": Param(
+        {"type": "string", "pattern": METRIC_PATTERN},
+        "accuracy",
+        "per-client test metric (collected column test_<metric>)",
+    ),
+    "percent": Param(
+        {"type": ["boolean", "null"]}, None, "show 100 x value; null = for metrics in [0, 1]"
+    ),
+    "decimals": Param(
+        {"type": ["integer", "null"], "minimum": 0, "maximum": 6},
+        None,
+        "decimals shown; null = 1 in percent, else 3",
+    ),
+    "metric_label": Param(
+        {"type": ["string", "null"]},
+        None,
+        "name in captions and axis labels; null = the metric's usual name",
+    ),
 }
 
 
 def metric_display(params: dict) -> MetricDisplay:
     """The display of a report entry's metric parameters (:data:`METRIC_PARAMS`)."""
     return MetricDisplay.resolve(
-        params.get("metric", "accuracy"),
-        params.get("percent"),
-        params.get("decimals"),
-        params.get("metric_label"),
+        params["metric"], params["percent"], params["decimals"], params["metric_label"]
     )

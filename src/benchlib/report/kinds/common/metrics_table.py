@@ -14,18 +14,21 @@ across clients for one (malfunction, k) of an experiment. Config entry::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib import __version__
 from benchlib.errors import require
+from benchlib.params import Param, Params
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
     check_malfunctions,
     check_outputs,
+    derived_param,
     experiment_title,
     method_rows,
     register_kind,
+    required_param,
 )
 from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
 
@@ -37,20 +40,24 @@ if TYPE_CHECKING:
 class MetricsTable(ReportKind):
     name = "metrics_table"
     output = "table"
-    required = ("experiment", "malfunction", "k")
-    params: ClassVar[dict[str, Any]] = {
-        "experiment": {"type": "string"},
-        "malfunction": {"type": "string"},
-        "k": {"type": "integer", "minimum": 0},
-        "metrics": {
-            "type": "array",
-            "minItems": 1,
-            "uniqueItems": True,
-            "items": {"type": "string", "pattern": METRIC_PATTERN},
-            "description": "columns, each shown with its default display (default [accuracy])",
-        },
-        "title": {"type": "string"},
-    }
+    params = Params(
+        {
+            "experiment": required_param({"type": "string"}, "an experiment of the config"),
+            "malfunction": required_param({"type": "string"}, "one of its malfunctions"),
+            "k": required_param({"type": "integer", "minimum": 0}, "one of its k"),
+            "metrics": Param(
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "uniqueItems": True,
+                    "items": {"type": "string", "pattern": METRIC_PATTERN},
+                },
+                ["accuracy"],
+                "columns, each shown with its default display",
+            ),
+            "title": derived_param({"type": "string"}, "caption title", "the experiment's title"),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment, malfunction, k = params["experiment"], params["malfunction"], params["k"]
@@ -58,15 +65,18 @@ class MetricsTable(ReportKind):
         check_malfunctions(config, experiment, [malfunction])
         exp = config.experiments[experiment]
         require(k in exp["k"], f"experiment {experiment} has no k={k}; choose one of {exp['k']}")
+        title = (
+            params["title"] if params["title"] is not None else experiment_title(config, experiment)
+        )
         return {
             "name": name,
             "experiment": experiment,
             "malfunction": malfunction,
             "k": k,
-            "metrics": params.get("metrics", ["accuracy"]),
+            "metrics": params["metrics"],
             "methods": method_rows(config, experiment),
             "clients": config.datasets[exp["dataset"]]["clients"],
-            "title": params.get("title", experiment_title(config, experiment)),
+            "title": title,
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:

@@ -28,14 +28,16 @@ one row per method with each reading's mean difference from the paper and share 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.data.paths import resolve_input_path
 from benchlib.errors import require
+from benchlib.params import Param, Params
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
     check_outputs,
+    derived_param,
     experiment_title,
     register_kind,
     spec_value,
@@ -368,89 +370,79 @@ def plot_comparison(frame: pd.DataFrame, title: str, pdf: Path) -> None:
 class PaperComparison(ReportKind):
     name = "paper_comparison"
     output = "markdown"
-    required = ()
-    params: ClassVar[dict[str, Any]] = {
-        "compare": {
-            **COMPARE,
-            "default": None,
-            "description": "LIGHTYEAR mode: experiment -> {dataset, scale[, metric, reading]}; "
-            "give this or columns",
-        },
-        "columns": {
-            "type": "array",
-            "minItems": 1,
-            "items": COLUMN_ENTRY,
-            "default": None,
-            "description": "table mode (FedAgain, TFL): one entry per paper column "
-            "{source, column, experiments, scope[, metrics, methods]}; give this or compare",
-        },
-        "scale": {
-            "enum": sorted(SCALES),
-            "default": None,
-            "description": "table mode: the scale of the compared run (compare mode: per entry)",
-        },
-        "scale_note": {
-            "type": "string",
-            "default": "",
-            "description": "table mode: one line on the run (data, clients, rounds, seeds)",
-        },
-        "references": {
-            "type": "array",
-            "items": {"type": "string"},
-            "default": [],
-            "description": "table mode: methods shown but left out of Kendall's tau and the "
-            "best-vs-second test (e.g. centralised ERM)",
-        },
-        "title": {
-            "type": "string",
-            "default": "LIGHTYEAR: our runs vs. the paper",
-            "description": "the report's heading",
-        },
-        "paper_values": {
-            "type": "string",
-            "default": PAPER_VALUES,
-            "description": "CSV of the paper's numbers (config/paper_values/)",
-        },
-        "test": {
-            "enum": sorted(PAIRED_TESTS),
-            "default": "paired_t",
-            "description": "paired test of each column's best method against the second",
-        },
-        "confidence": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": CONFIDENCE,
-            "description": "confidence level of the bootstrap interval per cell",
-        },
-        "resamples": {
-            "type": "integer",
-            "minimum": 100,
-            "default": RESAMPLES,
-            "description": "bootstrap resamples (seeded, so the interval is reproducible)",
-        },
-    }
+    params = Params(
+        {
+            "compare": derived_param(
+                COMPARE,
+                "LIGHTYEAR mode: experiment -> {dataset, scale[, metric, reading]}; give this or "
+                "columns",
+                "table mode",
+            ),
+            "columns": derived_param(
+                {"type": "array", "minItems": 1, "items": COLUMN_ENTRY},
+                "table mode (FedAgain, TFL): one entry per paper column {source, column, "
+                "experiments, scope[, metrics, methods]}; give this or compare",
+                "LIGHTYEAR mode",
+            ),
+            "scale": derived_param(
+                {"enum": sorted(SCALES)},
+                "table mode: the scale of the compared run (compare mode: per entry)",
+                "not given (compare mode gives it per entry)",
+            ),
+            "scale_note": Param(
+                {"type": "string"},
+                "",
+                "table mode: one line on the run (data, clients, rounds, seeds)",
+            ),
+            "references": Param(
+                {"type": "array", "items": {"type": "string"}},
+                [],
+                "table mode: methods shown but left out of Kendall's tau and the best-vs-second "
+                "test (e.g. centralised ERM)",
+            ),
+            "title": Param(
+                {"type": "string"}, "LIGHTYEAR: our runs vs. the paper", "the report's heading"
+            ),
+            "paper_values": Param(
+                {"type": "string"},
+                PAPER_VALUES,
+                "CSV of the paper's numbers (config/paper_values/)",
+            ),
+            "test": Param(
+                {"enum": sorted(PAIRED_TESTS)},
+                "paired_t",
+                "paired test of each column's best method against the second",
+            ),
+            "confidence": Param(
+                {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                CONFIDENCE,
+                "confidence level of the bootstrap interval per cell",
+            ),
+            "resamples": Param(
+                {"type": "integer", "minimum": 100},
+                RESAMPLES,
+                "bootstrap resamples (seeded, so the interval is reproducible)",
+            ),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
-        modes = [mode for mode in ("compare", "columns") if params.get(mode)]
+        modes = [mode for mode in ("compare", "columns") if params[mode]]
         require(len(modes) == 1, "give exactly one of compare (LIGHTYEAR) and columns (tables)")
         # the checkout's file when the working directory has none (snakemake -d elsewhere)
-        values = resolve_input_path(params.get("paper_values", PAPER_VALUES), "paper values")
-        options = {
-            key: params.get(key, self.params[key]["default"])
-            for key in ("test", "confidence", "resamples", "title")
-        }
+        values = resolve_input_path(params["paper_values"], "paper values")
+        options = {key: params[key] for key in ("test", "confidence", "resamples", "title")}
         if modes == ["columns"]:
-            require(bool(params.get("scale")), "columns mode needs the run's scale")
+            require(bool(params["scale"]), "columns mode needs the run's scale")
             return {
                 "name": name,
                 "mode": "columns",
                 "paper_values": str(values),
-                "paper_values_name": params.get("paper_values", PAPER_VALUES),
+                "paper_values_name": params["paper_values"],
                 "columns": column_specs(config, params["columns"], values),
                 "scale": params["scale"],
-                "scale_note": params.get("scale_note", ""),
-                "references": list(params.get("references", [])),
+                "scale_note": params["scale_note"],
+                "references": list(params["references"]),
                 **options,
             }
         experiments = []

@@ -24,10 +24,17 @@ Config entry (each panel names two experiments with grid axes: ``corruption`` an
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
-from benchlib.report.base import ReportKind, check_outputs, register_kind
+from benchlib.params import Param, Params
+from benchlib.report.base import (
+    ReportKind,
+    check_outputs,
+    derived_param,
+    register_kind,
+    required_param,
+)
 from benchlib.report.figures import pyplot, save_figure
 
 if TYPE_CHECKING:
@@ -202,38 +209,54 @@ def summary_frame(spec: dict[str, Any], collected: pd.DataFrame) -> pd.DataFrame
 class FedAgainFig13(ReportKind):
     name = "fedagain_fig13"
     output = "figure"
-    required = ("panels",)
-    params: ClassVar[dict[str, Any]] = {
-        "panels": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["title"],
-                "properties": {
-                    "title": {"type": "string"},
-                    "corruption": {"type": "string"},
-                    "clients": {"type": "string"},
+    params = Params(
+        {
+            "panels": required_param(
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["title"],
+                        "properties": {
+                            "title": {"type": "string"},
+                            "corruption": {"type": "string"},
+                            "clients": {"type": "string"},
+                        },
+                    },
                 },
-            },
-        },
-        "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "rows": {
-            "type": "array",
-            "minItems": 1,
-            "uniqueItems": True,
-            "items": {"enum": ["corruption", "clients"]},
-        },
-        "metric": {"type": "string"},
-        "title": {"type": "string"},
-        "note": {"type": "string"},
-    }
+                "one column each: title and the base experiment of each row's grid axis",
+            ),
+            "methods": derived_param(
+                {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                "one line each",
+                "the methods of the first panel's first experiment",
+            ),
+            "rows": Param(
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "uniqueItems": True,
+                    "items": {"enum": ["corruption", "clients"]},
+                },
+                ["corruption", "clients"],
+                "one row of panels per grid axis",
+            ),
+            "metric": Param({"type": "string"}, "accuracy", "pooled global-model metric"),
+            "title": Param(
+                {"type": "string"},
+                "FedAgain vs. baselines: corruption and scale",
+                "figure title",
+            ),
+            "note": Param({"type": "string"}, "", "a line before the caption's statistic"),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         panels, inputs = [], []
-        methods: list[str] | None = params.get("methods")
-        rows = list(params.get("rows", ["corruption", "clients"]))
+        methods: list[str] | None = params["methods"]
+        rows = list(params["rows"])
         for panel in params["panels"]:
             entry: dict[str, Any] = {"title": panel["title"]}
             for row in rows:
@@ -259,10 +282,10 @@ class FedAgainFig13(ReportKind):
             "panels": panels,
             "rows": rows,
             "methods": [[m, config.method_label(m)] for m in methods],
-            "metric": params.get("metric", "accuracy"),
-            "title": params.get("title", "FedAgain vs. baselines: corruption and scale"),
-            "note": params.get("note", ""),
-            "statistic": STATISTIC.format(metric=params.get("metric", "accuracy")),
+            "metric": params["metric"],
+            "title": params["title"],
+            "note": params["note"],
+            "statistic": STATISTIC.format(metric=params["metric"]),
             "inputs": sorted(set(inputs)),
         }
 

@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
 from benchlib.io import write_text_atomic
-from benchlib.report.base import ReportKind, check_outputs, register_kind
+from benchlib.params import Param, Params
+from benchlib.report.base import (
+    ReportKind,
+    check_outputs,
+    derived_param,
+    register_kind,
+    required_param,
+)
 from benchlib.report.latex import tex_escape
 
 if TYPE_CHECKING:
@@ -63,16 +70,23 @@ def _tabular(columns: str, header: list[str], rows: list[list[str]], caption: st
 class FedAgainTable(ReportKind):
     name = "fedagain_table"
     output = "table"
-    required = ("table",)
-    params: ClassVar[dict[str, Any]] = {
-        "table": {"enum": ["subtypes", "subsets", "corruptions"]},
-        "datasets": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "caption": {"type": "string"},
-    }
+    params = Params(
+        {
+            "table": required_param(
+                {"enum": ["subtypes", "subsets", "corruptions"]}, "which of the paper's tables"
+            ),
+            "datasets": Param(
+                {"type": "array", "items": {"type": "string"}},
+                [],
+                "the dataset ids it describes (subtypes and subsets need one at least)",
+            ),
+            "caption": derived_param({"type": "string"}, "the caption", "the table's statistic"),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         table = params["table"]
-        datasets = list(params.get("datasets", []))
+        datasets = list(params["datasets"])
         require(
             table == "corruptions" or bool(datasets),
             f"table {table} needs datasets: [the dataset ids it describes]",
@@ -83,7 +97,7 @@ class FedAgainTable(ReportKind):
             "name": name,
             "table": table,
             "datasets": [[d, config.dataset_label(d)] for d in datasets],
-            "caption": params.get("caption", STATISTIC[table]),
+            "caption": params["caption"] if params["caption"] is not None else STATISTIC[table],
             "statistic": STATISTIC[table],
             "inputs": [f"results/data/{config.store_name(d)}/manifest.json" for d in datasets],
         }

@@ -16,10 +16,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
-from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
+from benchlib.params import Param, Params
+from benchlib.report.base import (
+    ReportKind,
+    check_experiments,
+    check_outputs,
+    register_kind,
+    required_param,
+)
 from benchlib.report.figures import pyplot, save_figure
 
 if TYPE_CHECKING:
@@ -48,12 +55,17 @@ def trust_by_group(metrics: dict[str, Any], corrupted: list[int]) -> list[dict[s
 class FedAgainTrust(ReportKind):
     name = "fedagain_trust"
     output = "figure"
-    required = ("experiments",)
-    params: ClassVar[dict[str, Any]] = {
-        "experiments": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "method": {"type": "string"},
-        "title": {"type": "string"},
-    }
+    params = Params(
+        {
+            "experiments": required_param(
+                {"type": "array", "minItems": 1, "items": {"type": "string"}}, "one panel each"
+            ),
+            "method": Param(
+                {"type": "string"}, "fedagain", "the method whose trust weights are drawn"
+            ),
+            "title": Param({"type": "string"}, "FedAgain trust weights per round", "figure title"),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         from benchlib.config import Cell
@@ -61,7 +73,7 @@ class FedAgainTrust(ReportKind):
 
         experiments = list(params["experiments"])
         check_experiments(config, experiments)
-        method = params.get("method", "fedagain")
+        method = params["method"]
         panels = []
         for experiment in experiments:
             exp = config.experiments[experiment]
@@ -81,7 +93,7 @@ class FedAgainTrust(ReportKind):
         return {
             "name": name,
             "panels": panels,
-            "title": params.get("title", "FedAgain trust weights per round"),
+            "title": params["title"],
             "statistic": STATISTIC,
         }
 

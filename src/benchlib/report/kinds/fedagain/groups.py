@@ -28,10 +28,17 @@ Config entry::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
-from benchlib.report.base import ReportKind, check_experiments, check_outputs
+from benchlib.params import Param, Params
+from benchlib.report.base import (
+    ReportKind,
+    check_experiments,
+    check_outputs,
+    derived_param,
+    required_param,
+)
 from benchlib.report.figures import pyplot, save_figure
 from benchlib.report.kinds.fedagain.fedagain_fig13 import (
     LABEL_OF,
@@ -88,31 +95,47 @@ class FedAgainGroups(ReportKind):
 
     output = "figure"
     style = "bars"
-    required = ("groups",)
-    params: ClassVar[dict[str, Any]] = {
-        "groups": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["label", "experiments"],
-                "properties": {
-                    "label": {"type": "string"},
-                    "experiments": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+    params = Params(
+        {
+            "groups": required_param(
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["label", "experiments"],
+                        "properties": {
+                            "label": {"type": "string"},
+                            "experiments": {
+                                "type": "array",
+                                "minItems": 1,
+                                "items": {"type": "string"},
+                            },
+                        },
+                    },
                 },
-            },
-        },
-        "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "metrics": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "title": {"type": "string"},
-        "note": {"type": "string"},
-    }
+                "along x: {label, experiments} each, the experiments' k = 0 cells pooled",
+            ),
+            "methods": derived_param(
+                {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                "one bar (box) each",
+                "the first experiment's methods",
+            ),
+            "metrics": Param(
+                {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                METRICS,
+                "one panel each (pooled global-model scores)",
+            ),
+            "title": derived_param({"type": "string"}, "figure title", "the report's name"),
+            "note": Param({"type": "string"}, "", "a line before the caption's statistic"),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiments = [e for g in params["groups"] for e in g["experiments"]]
         check_experiments(config, experiments)
-        methods = params.get("methods") or list(config.experiments[experiments[0]]["methods"])
+        methods = params["methods"] or list(config.experiments[experiments[0]]["methods"])
         for experiment in experiments:
             missing = [m for m in methods if m not in config.experiments[experiment]["methods"]]
             require(not missing, f"experiment {experiment} does not run methods {missing}")
@@ -124,9 +147,9 @@ class FedAgainGroups(ReportKind):
             "name": name,
             "groups": [dict(g) for g in params["groups"]],
             "methods": [[m, config.method_label(m)] for m in methods],
-            "metrics": list(params.get("metrics", METRICS)),
-            "title": params.get("title", name),
-            "note": params.get("note", ""),
+            "metrics": list(params["metrics"]),
+            "title": params["title"] if params["title"] is not None else name,
+            "note": params["note"],
             "statistic": STATISTIC[self.style],
             "inputs": [f"results/collected/{e}/none.csv" for e in dict.fromkeys(experiments)],
         }

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
+from benchlib.params import Param, Params
 from benchlib.report.base import (
     check_experiments,
     check_malfunctions,
+    derived_param,
     register_kind,
+    required_param,
     spec_value,
 )
 from benchlib.report.figures import pyplot
@@ -64,31 +67,43 @@ def threshold(metrics: dict[str, Any]) -> float | None:
 @register_kind
 class AgreementView(RunsFigure):
     name = "agreement_view"
-    required = ("experiment", "malfunction", "k")
-    params: ClassVar[dict[str, Any]] = {
-        "experiment": {"type": "string"},
-        "malfunction": {"type": "string"},
-        "k": {"type": "integer", "minimum": 0},
-        "method": {"type": "string", "description": "default lightyear"},
-        "seed": {"type": "integer", "minimum": 0, "description": "default: the first seed"},
-        "title": {"type": "string"},
-    }
+    params = Params(
+        {
+            "experiment": required_param({"type": "string"}, "an experiment of the config"),
+            "malfunction": required_param({"type": "string"}, "one of its malfunctions"),
+            "k": required_param({"type": "integer", "minimum": 0}, "one of its k"),
+            "method": Param(
+                {"type": "string"}, "lightyear", "the P2P method whose peer scores are drawn"
+            ),
+            "seed": derived_param(
+                {"type": "integer", "minimum": 0}, "the cell's seed", "the experiment's first seed"
+            ),
+            "title": derived_param(
+                {"type": "string"},
+                "figure title",
+                "'<method label> peer scores: <experiment>, <MALFUNCTION>, k = <k>'",
+            ),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment, malfunction, k = params["experiment"], params["malfunction"], params["k"]
         check_experiments(config, [experiment])
         check_malfunctions(config, experiment, [malfunction])
-        method = params.get("method", "lightyear")
+        method = params["method"]
         check_methods(config, experiment, [method])
         check_ks(config, experiment, [k])
-        seed = params.get("seed", config.experiments[experiment]["seeds"][0])
-        label = config.method_label(method)
+        seed = params["seed"]
+        if seed is None:
+            seed = config.experiments[experiment]["seeds"][0]
+        title = params["title"]
+        if title is None:
+            label = config.method_label(method)
+            title = f"{label} peer scores: {experiment}, {malfunction.upper()}, k = {k}"
         return {
             "name": name,
             "path": run_file(experiment, malfunction, method, k, seed),
-            "title": params.get(
-                "title", f"{label} peer scores: {experiment}, {malfunction.upper()}, k = {k}"
-            ),
+            "title": title,
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:

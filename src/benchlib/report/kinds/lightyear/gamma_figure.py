@@ -13,13 +13,16 @@ One panel per experiment. Reads the cells' metrics.json (their per-round history
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
+from benchlib.params import Param, Params
 from benchlib.report.base import (
     check_experiments,
+    derived_param,
     experiment_title,
     register_kind,
+    required_param,
     spec_value,
 )
 from benchlib.report.figures import pyplot
@@ -48,27 +51,34 @@ def curve_frame(spec: dict[str, Any], inputs: list[Path]) -> pd.DataFrame:
 @register_kind
 class GammaFigure(RunsFigure):
     name = "gamma_figure"
-    required = ("experiments",)
-    params: ClassVar[dict[str, Any]] = {
-        "experiments": {**NAMES, "description": "one panel each"},
-        "methods": {**NAMES, "description": "lines (default: each experiment's methods)"},
-        "k": {"type": "integer", "minimum": 0, "description": "malfunctioning clients (0)"},
-        "malfunction": {"type": "string", "description": "used when k > 0"},
-        "title": {"type": "string"},
-        "percent": {"type": "boolean", "description": "show 100 x value (default true)"},
-    }
+    params = Params(
+        {
+            "experiments": required_param(NAMES, "one panel each"),
+            "methods": derived_param(NAMES, "lines", "each experiment's methods"),
+            "k": Param({"type": "integer", "minimum": 0}, 0, "malfunctioning clients"),
+            "malfunction": derived_param(
+                {"type": "string"}, "used when k > 0", "each experiment's first malfunction"
+            ),
+            "title": derived_param(
+                {"type": "string"}, "figure title", "'Validation per round, k = <k>'"
+            ),
+            "percent": Param({"type": "boolean"}, True, "show 100 x value"),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiments = params["experiments"]
         check_experiments(config, experiments)
-        k = int(params.get("k", 0))
+        k = int(params["k"])
         runs = []
         for experiment in experiments:
             exp = config.experiments[experiment]
-            methods = params.get("methods", exp["methods"])
+            methods = params["methods"] if params["methods"] is not None else exp["methods"]
             check_methods(config, experiment, methods)
             check_ks(config, experiment, [k])
-            malfunction = params.get("malfunction", exp["malfunctions"][0])
+            malfunction = params["malfunction"]
+            if malfunction is None:
+                malfunction = exp["malfunctions"][0]
             require(
                 malfunction in exp["malfunctions"],
                 f"experiment {experiment} has no malfunction {malfunction!r}",
@@ -82,12 +92,13 @@ class GammaFigure(RunsFigure):
                             "path": run_file(experiment, malfunction, method, k, seed),
                         }
                     )
+        title = params["title"] if params["title"] is not None else f"Validation per round, k = {k}"
         return {
             "name": name,
             "k": k,
             "runs": runs,
-            "title": params.get("title", f"Validation per round, k = {k}"),
-            "percent": params.get("percent", True),
+            "title": title,
+            "percent": params["percent"],
         }
 
     def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:

@@ -12,17 +12,20 @@ Every experiment yields one, named ``<experiment>_robustness``. Config entry::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
+from benchlib.params import Param, Params
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
     check_malfunctions,
     check_outputs,
+    derived_param,
     experiment_title,
     method_rows,
     register_kind,
+    required_param,
     spec_value,
 )
 from benchlib.report.figures import pyplot, save_figure
@@ -133,14 +136,15 @@ def plot_robustness(
 class RobustnessFigure(ReportKind):
     name = "robustness_figure"
     output = "figure"
-    required = ("experiments",)
-    params: ClassVar[dict[str, Any]] = {
-        "experiments": {**NAMES, "description": "one row of panels each, in this order"},
-        "malfunctions": {**NAMES, "description": "panels (default: each experiment's own)"},
-        "title": {"type": "string", "description": "default: the experiments' titles"},
-        "std": {"type": "boolean", "description": "draw a +-1 std band across clients"},
-        **METRIC_PARAMS,
-    }
+    params = Params(
+        {
+            "experiments": required_param(NAMES, "one row of panels each, in this order"),
+            "malfunctions": derived_param(NAMES, "panels", "each experiment's own malfunctions"),
+            "title": derived_param({"type": "string"}, "figure title", "the experiments' titles"),
+            "std": Param({"type": "boolean"}, False, "draw a +-1 std band across clients"),
+            **METRIC_PARAMS,
+        }
+    )
 
     def implicit(self, config: ReportConfig) -> dict[str, dict[str, Any]]:
         return {
@@ -154,8 +158,10 @@ class RobustnessFigure(ReportKind):
         check_experiments(config, experiments)
         panels = []
         for experiment in experiments:
-            malfunctions = params.get(
-                "malfunctions", config.experiments[experiment]["malfunctions"]
+            malfunctions = (
+                params["malfunctions"]
+                if params["malfunctions"] is not None
+                else config.experiments[experiment]["malfunctions"]
             )
             check_malfunctions(config, experiment, malfunctions)
             panels.append(
@@ -166,12 +172,14 @@ class RobustnessFigure(ReportKind):
                     "methods": method_rows(config, experiment),
                 }
             )
-        title = params.get("title", ", ".join(p["title"] for p in panels))
+        title = params["title"]
+        if title is None:
+            title = ", ".join(p["title"] for p in panels)
         return {
             "name": name,
             "panels": panels,
             "title": title,
-            "std": params.get("std", False),
+            "std": params["std"],
             **metric_display(params).as_spec(),
         }
 

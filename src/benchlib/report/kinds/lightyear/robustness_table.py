@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib import __version__
 from benchlib.errors import require
+from benchlib.params import Param, Params
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
     check_malfunctions,
     check_outputs,
+    derived_param,
     experiment_title,
     method_rows,
     register_kind,
+    required_param,
     spec_value,
 )
 from benchlib.report.statistics import TOO_FEW, Interval, is_lower_better
@@ -168,36 +171,36 @@ def _statistics_note(options: dict[str, Any], display: MetricDisplay) -> str:
 class RobustnessTable(ReportKind):
     name = "robustness_table"
     output = "table"
-    required = ("experiment", "malfunction")
-    params: ClassVar[dict[str, Any]] = {
-        "experiment": {"type": "string"},
-        "malfunction": {"type": "string"},
-        "title": {"type": "string", "description": "default: '<experiment title> -- <MALF>'"},
-        **METRIC_PARAMS,
-        "ci": {
-            "type": "boolean",
-            "default": False,
-            "description": "add a bootstrap CI to every cell and a best-vs-second test row",
-        },
-        "test": {
-            "enum": ["paired_t", "wilcoxon"],
-            "default": "paired_t",
-            "description": "with ci: the paired test of each column's best method vs. the second",
-        },
-        "confidence": {
-            "type": "number",
-            "exclusiveMinimum": 0,
-            "exclusiveMaximum": 1,
-            "default": 0.95,
-            "description": "with ci: the confidence level of the intervals",
-        },
-        "resamples": {
-            "type": "integer",
-            "minimum": 100,
-            "default": 9999,
-            "description": "with ci: bootstrap resamples (seeded: reproducible)",
-        },
-    }
+    params = Params(
+        {
+            "experiment": required_param({"type": "string"}, "an experiment of the config"),
+            "malfunction": required_param({"type": "string"}, "one of its malfunctions"),
+            "title": derived_param(
+                {"type": "string"}, "caption title", "'<experiment title> -- <MALFUNCTION>'"
+            ),
+            **METRIC_PARAMS,
+            "ci": Param(
+                {"type": "boolean"},
+                False,
+                "add a bootstrap CI to every cell and a best-vs-second test row",
+            ),
+            "test": Param(
+                {"enum": ["paired_t", "wilcoxon"]},
+                "paired_t",
+                "with ci: the paired test of each column's best method vs. the second",
+            ),
+            "confidence": Param(
+                {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                0.95,
+                "with ci: the confidence level of the intervals",
+            ),
+            "resamples": Param(
+                {"type": "integer", "minimum": 100},
+                9999,
+                "with ci: bootstrap resamples (seeded: reproducible)",
+            ),
+        }
+    )
 
     def implicit(self, config: ReportConfig) -> dict[str, dict[str, Any]]:
         return {
@@ -212,25 +215,22 @@ class RobustnessTable(ReportKind):
         check_experiments(config, [experiment])
         check_malfunctions(config, experiment, [malfunction])
         exp = config.experiments[experiment]
-        title = f"{experiment_title(config, experiment)} -- {malfunction.upper()}"
+        title = params["title"]
+        if title is None:
+            title = f"{experiment_title(config, experiment)} -- {malfunction.upper()}"
         return {
             "name": name,
             "experiment": experiment,
             "malfunction": malfunction,
             "methods": method_rows(config, experiment),
             "k": exp["k"],
-            "title": params.get("title", title),
+            "title": title,
             "clients": config.datasets[exp["dataset"]]["clients"],
             "note": exp.get("caption_note", ""),
             **metric_display(params).as_spec(),
             **(
-                {
-                    "statistics": {
-                        key: params.get(key, self.params[key]["default"])
-                        for key in ("test", "confidence", "resamples")
-                    }
-                }
-                if params.get("ci", False)
+                {"statistics": {key: params[key] for key in ("test", "confidence", "resamples")}}
+                if params["ci"]
                 else {}
             ),
         }

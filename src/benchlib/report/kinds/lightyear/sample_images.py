@@ -15,10 +15,18 @@ Config entry::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from benchlib.errors import require
-from benchlib.report.base import ReportKind, check_outputs, register_kind, spec_value
+from benchlib.params import Param, Params
+from benchlib.report.base import (
+    ReportKind,
+    check_outputs,
+    derived_param,
+    register_kind,
+    required_param,
+    spec_value,
+)
 from benchlib.report.figures import pyplot, save_figure
 
 
@@ -87,21 +95,26 @@ def draw_samples(spec: dict[str, Any], data: Any) -> tuple[Any, list[tuple[str, 
 class SampleImages(ReportKind):
     name = "sample_images"
     output = "figure"
-    required = ("dataset",)
-    params: ClassVar[dict[str, Any]] = {
-        "dataset": {"type": "string", "description": "a dataset id of the config"},
-        "by": {"enum": ["group", "label"], "description": "one row per group (default) or class"},
-        "per_row": {"type": "integer", "minimum": 1, "maximum": 20},
-        "seed": {"type": "integer", "minimum": 0},
-        "title": {"type": "string"},
-        "row_title": {"type": "string", "description": "row label prefix (default: by)"},
-        "row_labels": {
-            "type": "object",
-            "additionalProperties": {"type": "string"},
-            "description": "group or class value -> row label (e.g. class names)",
-        },
-        "masks": {"type": "boolean", "description": "outline masks when the store has them"},
-    }
+    params = Params(
+        {
+            "dataset": required_param({"type": "string"}, "a dataset id of the config"),
+            "by": Param({"enum": ["group", "label"]}, "group", "one row per group or per class"),
+            "per_row": Param(
+                {"type": "integer", "minimum": 1, "maximum": 20}, 6, "images in each row"
+            ),
+            "seed": Param(
+                {"type": "integer", "minimum": 0}, 0, "seed of the random choice of images"
+            ),
+            "title": Param({"type": "string"}, "", "figure title (empty: none)"),
+            "row_title": derived_param({"type": "string"}, "row label prefix", "the value of by"),
+            "row_labels": Param(
+                {"type": "object", "additionalProperties": {"type": "string"}},
+                {},
+                "group or class value -> row label (e.g. class names)",
+            ),
+            "masks": Param({"type": "boolean"}, True, "outline masks when the store has them"),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: Any) -> dict[str, Any]:
         dataset = params["dataset"]
@@ -113,13 +126,13 @@ class SampleImages(ReportKind):
         return {
             "name": name,
             "store": f"results/data/{config.store_name(dataset)}",
-            "by": params.get("by", "group"),
-            "per_row": int(params.get("per_row", 6)),
-            "seed": int(params.get("seed", 0)),
-            "title": params.get("title", ""),
-            "row_title": params.get("row_title", params.get("by", "group")),
-            "row_labels": {str(k): v for k, v in params.get("row_labels", {}).items()},
-            "masks": bool(params.get("masks", True)),
+            "by": params["by"],
+            "per_row": int(params["per_row"]),
+            "seed": int(params["seed"]),
+            "title": params["title"],
+            "row_title": params["row_title"] if params["row_title"] is not None else params["by"],
+            "row_labels": {str(k): v for k, v in params["row_labels"].items()},
+            "masks": bool(params["masks"]),
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:

@@ -13,10 +13,11 @@ Reads the cells' metrics.json (their per-round history).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
-from benchlib.report.base import register_kind, spec_value
+from benchlib.params import Params
+from benchlib.report.base import derived_param, register_kind, required_param, spec_value
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import (
     RunsFigure,
@@ -56,25 +57,33 @@ def sensitivity_frame(spec: dict[str, Any], inputs: list[Path]) -> pd.DataFrame:
 @register_kind
 class ScaleSensitivity(RunsFigure):
     name = "scale_sensitivity"
-    required = ("experiment",)
-    params: ClassVar[dict[str, Any]] = {
-        "experiment": {"type": "string", "description": "the base experiment with the axis"},
-        "method": {"type": "string", "description": "default: the experiment's first method"},
-        "k": {
-            "type": "array",
-            "minItems": 1,
-            "items": {"type": "integer", "minimum": 1},
-            "description": "panels (default: the experiment's k > 0)",
-        },
-        "title": {"type": "string"},
-    }
+    params = Params(
+        {
+            "experiment": required_param(
+                {"type": "string"}, "the base experiment with the ana.scale axis"
+            ),
+            "method": derived_param(
+                {"type": "string"}, "the method drawn", "the experiment's first method"
+            ),
+            "k": derived_param(
+                {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
+                "panels",
+                "the experiment's k > 0",
+            ),
+            "title": derived_param(
+                {"type": "string"},
+                "figure title",
+                "'<method label> under ANA: validation per round'",
+            ),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         variants = scale_variants(config, params["experiment"])
         first = config.experiments[variants[0][1]]
-        method = params.get("method", first["methods"][0])
+        method = params["method"] if params["method"] is not None else first["methods"][0]
         require("ana" in first["malfunctions"], f"experiment {params['experiment']} has no ana")
-        ks = params.get("k", [k for k in first["k"] if k > 0])
+        ks = params["k"] if params["k"] is not None else [k for k in first["k"] if k > 0]
         runs = []
         for scale, experiment in variants:
             check_methods(config, experiment, [method])
@@ -83,13 +92,14 @@ class ScaleSensitivity(RunsFigure):
                 for seed in config.experiments[experiment]["seeds"]:
                     path = run_file(experiment, "ana", method, k, seed)
                     runs.append({"k": k, "scale": scale, "path": path})
+        title = params["title"]
+        if title is None:
+            title = f"{config.method_label(method)} under ANA: validation per round"
         return {
             "name": name,
             "method": config.method_label(method),
             "runs": runs,
-            "title": params.get(
-                "title", f"{config.method_label(method)} under ANA: validation per round"
-            ),
+            "title": title,
         }
 
     def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:

@@ -20,15 +20,17 @@ final test metric, mean over all clients).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
+from benchlib.params import Param, Params
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
     check_malfunctions,
     check_outputs,
     register_kind,
+    required_param,
     spec_value,
 )
 from benchlib.report.kinds.common.history import check_methods
@@ -88,14 +90,15 @@ def topology_frame(collected: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFram
 class TopologyFigure(ReportKind):
     name = "topology_figure"
     output = "figure"
-    required = ("series", "malfunctions")
-    params: ClassVar[dict[str, Any]] = {
-        "series": {**SERIES, "description": "one line each: experiment, method (, label)"},
-        "malfunctions": {**NAMES, "description": "one panel each"},
-        "title": {"type": "string"},
-        "std": {"type": "boolean", "description": "draw a +-1 std band across clients"},
-        **METRIC_PARAMS,
-    }
+    params = Params(
+        {
+            "series": required_param(SERIES, "one line each: experiment, method (, label)"),
+            "malfunctions": required_param(NAMES, "one panel each"),
+            "title": Param({"type": "string"}, "Star vs. P2P topology", "figure title"),
+            "std": Param({"type": "boolean"}, False, "draw a +-1 std band across clients"),
+            **METRIC_PARAMS,
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         series = []
@@ -111,8 +114,8 @@ class TopologyFigure(ReportKind):
             "name": name,
             "series": series,
             "malfunctions": list(params["malfunctions"]),
-            "title": params.get("title", "Star vs. P2P topology"),
-            "std": params.get("std", False),
+            "title": params["title"],
+            "std": params["std"],
             **metric_display(params).as_spec(),
         }
 

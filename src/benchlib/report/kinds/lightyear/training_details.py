@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib import __version__
+from benchlib.params import Params
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
     check_outputs,
+    derived_param,
     register_kind,
     spec_value,
 )
@@ -97,18 +99,18 @@ def render_training_details(spec: dict[str, Any]) -> str:
 class TrainingDetails(ReportKind):
     name = "training_details"
     output = "table"
-    params: ClassVar[dict[str, Any]] = {
-        "experiments": {
-            "type": "array",
-            "minItems": 1,
-            "uniqueItems": True,
-            "items": {"type": "string"},
-            "description": "whose datasets become columns (default: all experiments)",
+    params = Params(
+        {
+            "experiments": derived_param(
+                {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}},
+                "whose datasets become columns",
+                "all experiments",
+            )
         }
-    }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
-        experiments = params.get("experiments")
+        experiments = params["experiments"]
         if experiments is not None:
             check_experiments(config, experiments)
         return training_details_spec(config, experiments)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from benchlib.errors import require
-from benchlib.report.base import check_experiments
+from benchlib.params import Param
+from benchlib.report.base import check_experiments, derived_param, required_param
 from benchlib.report.kinds.common.history import read_json
 from benchlib.report.stats import METRIC_PATTERN
 
@@ -32,29 +33,36 @@ SCOPES = {"if": "clients", "oof": "held_out_clients"}  # scope -> metrics.json k
 SCOPE_NAMES = {"if": "IF", "oof": "OOF"}  # scope -> its name in captions and axis labels
 # a parameter listing ids (methods, experiments): at least one
 NAMES_PARAM = {"type": "array", "minItems": 1, "items": {"type": "string"}}
-# the parameters naming the one cell a single-cell figure draws (seed: default the first)
-CELL_PARAMS: dict[str, Any] = {
-    "experiment": {"type": "string"},
-    "method": {"type": "string"},
-    "seed": {"type": "integer", "minimum": 0},
+# the parameters naming the one cell a single-cell figure draws
+CELL_PARAMS: dict[str, Param] = {
+    "experiment": required_param({"type": "string"}, "the cell's experiment"),
+    "method": required_param({"type": "string"}, "the cell's method: one of the experiment's"),
+    "seed": derived_param(
+        {"type": "integer", "minimum": 0}, "the cell's seed", "the experiment's first seed"
+    ),
 }
 
 
 # ----------------------------------------------------------------------- parameters and specs
 def methods_params(
-    selection: dict[str, Any], scope: bool = True, **extra: dict[str, Any]
-) -> dict[str, Any]:
-    """JSON-schema params of a kind over several methods' cells, in this order: ``selection``
-    (the cells' experiments), methods, metric, the scope (``if``/``oof``, unless ``scope`` is
-    False), ``extra`` and title."""
+    selection: dict[str, Param], metric: str, scope: bool = True, **extra: Param
+) -> dict[str, Param]:
+    """The parameters of a kind over several methods' cells, in this order: ``selection`` (the
+    cells' experiments), methods, metric (default ``metric``), the scope (``if``/``oof``, unless
+    ``scope`` is False), ``extra`` and title."""
     params = {
         **selection,
-        "methods": NAMES_PARAM,
-        "metric": {"type": "string", "pattern": METRIC_PATTERN},
+        "methods": required_param(NAMES_PARAM, "the methods shown, in this order"),
+        "metric": Param(
+            {"type": "string", "pattern": METRIC_PATTERN}, metric, "the cells' test metric"
+        ),
     }
     if scope:
-        params["scope"] = {"enum": list(SCOPES)}
-    return {**params, **extra, "title": {"type": "string"}}
+        params["scope"] = Param(
+            {"enum": list(SCOPES)}, "oof", "clients scored: if = the federation's, oof = held out"
+        )
+    title = derived_param({"type": "string"}, "the title", "the report's name")
+    return {**params, **extra, "title": title}
 
 
 def methods_spec(
@@ -73,7 +81,7 @@ def methods_spec(
         **selection,
         "methods": [[m, config.method_label(m)] for m in params["methods"]],
         "runs": runs,
-        "title": params.get("title", name),
+        "title": params["title"] if params["title"] is not None else name,
     }
 
 
@@ -100,7 +108,7 @@ def scoped_runs(
     """(:func:`cell_runs` of the report's methods in ``experiments``, the report's ``scope``
     parameter (default ``oof``) checked against every experiment)."""
     runs = cell_runs(config, name, experiments, params["methods"])
-    scope = params.get("scope", "oof")
+    scope = params["scope"]
     for experiment in experiments:
         check_scope(config, name, experiment, scope)
     return runs, scope
@@ -136,7 +144,7 @@ def single_cell(config: ReportConfig, name: str, params: dict[str, Any]) -> tupl
     check_experiments(config, [experiment])
     exp = config.experiments[experiment]
     require(method in exp["methods"], f"reports.{name}: {experiment} has no method {method}")
-    seed = params.get("seed", exp["seeds"][0])
+    seed = params["seed"] if params["seed"] is not None else exp["seeds"][0]
     require(seed in exp["seeds"], f"reports.{name}: {experiment} has no seed {seed}")
     cells = [c for c in config.cells(experiment) if c.method == method and c.seed == seed]
     require(len(cells) == 1, f"reports.{name}: expected one cell, found {len(cells)}")

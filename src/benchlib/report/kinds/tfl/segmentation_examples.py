@@ -21,10 +21,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
-from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
+from benchlib.params import Param, Params
+from benchlib.report.base import (
+    ReportKind,
+    check_experiments,
+    check_outputs,
+    derived_param,
+    register_kind,
+    required_param,
+)
 from benchlib.report.figures import pyplot, save_figure
 
 if TYPE_CHECKING:
@@ -147,18 +155,34 @@ def draw_mask(ax: Any, image: np.ndarray, mask: np.ndarray | None, colours: Any)
 class SegmentationExamples(ReportKind):
     name = "segmentation_examples"
     output = "figure"
-    required = ("experiment", "methods")
-    params: ClassVar[dict[str, Any]] = {
-        "experiment": {"type": "string"},
-        "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "seed": {"type": "integer", "minimum": 0},
-        "scope": {"enum": list(SCOPES), "description": "oof (default): held-out clients"},
-        "clients": {"type": "array", "items": {"type": "integer", "minimum": 0}},
-        "per_client": {"type": "integer", "minimum": 1, "maximum": 20},
-        "channel": {"type": "integer", "minimum": 0, "description": "image channel shown"},
-        "channel_label": {"type": "string", "description": "e.g. FLAIR"},
-        "title": {"type": "string"},
-    }
+    params = Params(
+        {
+            "experiment": required_param({"type": "string"}, "an experiment of the config"),
+            "methods": required_param(
+                {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                "one column of predictions each",
+            ),
+            "seed": derived_param(
+                {"type": "integer", "minimum": 0}, "the cells' seed", "the experiment's first seed"
+            ),
+            "scope": Param(
+                {"enum": list(SCOPES)},
+                "oof",
+                "clients drawn: oof = held out, if = the federation's",
+            ),
+            "clients": Param(
+                {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                [],
+                "clients drawn (empty: every client of the scope)",
+            ),
+            "per_client": Param(
+                {"type": "integer", "minimum": 1, "maximum": 20}, 1, "samples drawn per client"
+            ),
+            "channel": Param({"type": "integer", "minimum": 0}, 0, "image channel shown"),
+            "channel_label": Param({"type": "string"}, "Image", "its name, e.g. FLAIR"),
+            "title": Param({"type": "string"}, "", "figure title (empty: none)"),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment = params["experiment"]
@@ -170,16 +194,16 @@ class SegmentationExamples(ReportKind):
             f"the cells of {experiment} save no predictions; set datasets.{exp['dataset']}."
             "training.save_predictions (e.g. 8)",
         )
-        scope = params.get("scope", "oof")
+        scope = params["scope"]
         require(
             scope != "oof" or bool(dataset.get("held_out")),
             f"{experiment} holds out no clients; use scope: if or set the dataset's held_out",
         )
         held = set(dataset.get("held_out", []))
         in_scope = held if scope == "oof" else set(range(dataset["clients"])) - held
-        outside = sorted(set(params.get("clients", [])) - in_scope)
+        outside = sorted(set(params["clients"]) - in_scope)
         require(not outside, f"clients {outside} are not {scope} clients of {experiment}")
-        seed = params.get("seed", exp["seeds"][0])
+        seed = params["seed"] if params["seed"] is not None else exp["seeds"][0]
         require(seed in exp["seeds"], f"{experiment} has no seed {seed}")
         metrics = []
         for method in params["methods"]:
@@ -193,11 +217,11 @@ class SegmentationExamples(ReportKind):
             "metrics": metrics,
             "methods": [[m, config.method_label(m)] for m in params["methods"]],
             "scope": scope,
-            "clients": list(params.get("clients", [])),
-            "per_client": int(params.get("per_client", 1)),
-            "channel": int(params.get("channel", 0)),
-            "channel_label": params.get("channel_label", "Image"),
-            "title": params.get("title", ""),
+            "clients": list(params["clients"]),
+            "per_client": int(params["per_client"]),
+            "channel": int(params["channel"]),
+            "channel_label": params["channel_label"],
+            "title": params["title"],
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:

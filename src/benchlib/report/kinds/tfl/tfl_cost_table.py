@@ -18,11 +18,12 @@ Config entry::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib import __version__
 from benchlib.errors import require
-from benchlib.report.base import ReportKind, check_outputs, register_kind
+from benchlib.params import Param, Params
+from benchlib.report.base import ReportKind, check_outputs, register_kind, required_param
 from benchlib.report.kinds.tfl.runs import (
     SCOPE_NAMES,
     methods_params,
@@ -43,38 +44,43 @@ if TYPE_CHECKING:
 class TflCostTable(ReportKind):
     name = "tfl_cost_table"
     output = "table"
-    required = ("experiment", "methods")
-    params: ClassVar[dict[str, Any]] = {
-        **methods_params(
-            {"experiment": {"type": "string"}}, decimals={"type": "integer", "minimum": 0}
-        ),
-        "caption_note": {"type": "string"},
-        "quoted": {
-            "type": "object",
-            "additionalProperties": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "value": {"type": "number"},
-                    "std": {"type": "number"},
-                    "seconds": {"type": "number"},
+    params = Params(
+        {
+            **methods_params(
+                {"experiment": required_param({"type": "string"}, "the cells' experiment")},
+                "roc_auc",
+                decimals=Param({"type": "integer", "minimum": 0}, 2, "decimals of the metric"),
+            ),
+            "caption_note": Param({"type": "string"}, "", "a sentence added to the caption"),
+            "quoted": Param(
+                {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "value": {"type": "number"},
+                            "std": {"type": "number"},
+                            "seconds": {"type": "number"},
+                        },
+                    },
                 },
-            },
-        },
-    }
+                {},
+                "method id -> the paper's {value, std, seconds}, shown in a separate block",
+            ),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment, methods = params["experiment"], params["methods"]
         runs, scope = scoped_runs(config, name, [experiment], params)
-        quoted = params.get("quoted", {})
+        quoted = params["quoted"]
         unknown = sorted(set(quoted) - set(methods))
         require(not unknown, f"reports.{name}: quoted names methods not in the table: {unknown}")
-        display = MetricDisplay.resolve(
-            params.get("metric", "roc_auc"), None, params.get("decimals", 2), None
-        )
+        display = MetricDisplay.resolve(params["metric"], None, params["decimals"], None)
         return {
             **methods_spec(name, params, config, display, runs, scope=scope),
-            "caption_note": params.get("caption_note", ""),
+            "caption_note": params["caption_note"],
             "quoted": quoted,
         }
 

@@ -17,10 +17,11 @@ over seeds of the cell's client mean, with the std over seeds as error bar. Conf
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
-from benchlib.report.base import register_kind
+from benchlib.params import Params
+from benchlib.report.base import register_kind, required_param
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import RunsFigure
 from benchlib.report.kinds.tfl.runs import (
@@ -67,8 +68,13 @@ PANELS = {
 @register_kind
 class TflIfOofFigure(RunsFigure):
     name = "tfl_if_oof_figure"
-    required = ("panels", "methods")
-    params: ClassVar[dict[str, Any]] = methods_params({"panels": PANELS}, scope=False)
+    params = Params(
+        methods_params(
+            {"panels": required_param(PANELS, "one panel each: {label, experiment}")},
+            "roc_auc",
+            scope=False,
+        )
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         labels = [p["label"] for p in params["panels"]]
@@ -79,7 +85,7 @@ class TflIfOofFigure(RunsFigure):
             panel_runs = cell_runs(config, name, [panel["experiment"]], params["methods"])
             check_scope(config, name, panel["experiment"], "oof")
             runs += [{**run, "panel": panel["label"]} for run in panel_runs]
-        display = MetricDisplay.resolve(params.get("metric", "roc_auc"))
+        display = MetricDisplay.resolve(params["metric"])
         return methods_spec(name, params, config, display, runs, panels=labels)
 
     def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:

@@ -16,10 +16,11 @@ are skipped), then the mean over seeds, with the std over seeds as a band. Confi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
-from benchlib.report.base import register_kind
+from benchlib.params import Params
+from benchlib.report.base import register_kind, required_param
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import RunsFigure
 from benchlib.report.kinds.tfl.runs import (
@@ -40,13 +41,17 @@ if TYPE_CHECKING:
 @register_kind
 class TflRoundFigure(RunsFigure):
     name = "tfl_round_figure"
-    required = ("experiment", "methods")
-    params: ClassVar[dict[str, Any]] = methods_params({"experiment": {"type": "string"}})
+    params = Params(
+        methods_params(
+            {"experiment": required_param({"type": "string"}, "the cells' experiment")},
+            "roc_auc",
+        )
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         experiment = params["experiment"]
         runs, scope = scoped_runs(config, name, [experiment], params)
-        metric = params.get("metric", "roc_auc")
+        metric = params["metric"]
         dataset = config.datasets[config.experiments[experiment]["dataset"]]
         tracked = dataset["training"].get("round_metrics", [])
         require(

@@ -19,10 +19,11 @@ off-diagonal entries as TFL scales them for its graph. Config entry::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
-from benchlib.report.base import register_kind
+from benchlib.params import Param, Params
+from benchlib.report.base import derived_param, register_kind
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import RunsFigure
 from benchlib.report.kinds.tfl.runs import CELL_PARAMS, read_json, single_cell
@@ -88,18 +89,29 @@ def similarity_panels(
 @register_kind
 class TflSimilarityFigure(RunsFigure):
     name = "tfl_similarity_figure"
-    required = ("experiment", "method")
-    params: ClassVar[dict[str, Any]] = {
-        **CELL_PARAMS,
-        "reference": {"type": "integer", "minimum": 0},
-        "measures": {
-            "type": "array",
-            "minItems": 1,
-            "uniqueItems": True,
-            "items": {"enum": list(MEASURES)},
-        },
-        "title": {"type": "string"},
-    }
+    params = Params(
+        {
+            **CELL_PARAMS,
+            "reference": derived_param(
+                {"type": "integer", "minimum": 0},
+                "the client whose row of similarities is drawn",
+                "the whole matrix",
+            ),
+            "measures": Param(
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "uniqueItems": True,
+                    "items": {"enum": list(MEASURES)},
+                },
+                list(MEASURES),
+                "one panel each",
+            ),
+            "title": derived_param(
+                {"type": "string"}, "figure title", "'<method label>, <experiment>'"
+            ),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         path, title = single_cell(config, name, params)
@@ -111,9 +123,9 @@ class TflSimilarityFigure(RunsFigure):
         return {
             "name": name,
             "runs": [{"path": path}],
-            "reference": params.get("reference"),
-            "measures": list(params.get("measures", MEASURES)),
-            "title": params.get("title", title),
+            "reference": params["reference"],
+            "measures": list(params["measures"]),
+            "title": params["title"] if params["title"] is not None else title,
         }
 
     def draw(self, spec: dict[str, Any], inputs: list[Path]) -> Any:

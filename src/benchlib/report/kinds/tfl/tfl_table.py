@@ -33,11 +33,19 @@ number or ``{value, std, round, c_params}`` (all but ``value`` optional). Config
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib import __version__
 from benchlib.errors import require
-from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
+from benchlib.params import Param, Params
+from benchlib.report.base import (
+    ReportKind,
+    check_experiments,
+    check_outputs,
+    derived_param,
+    register_kind,
+    required_param,
+)
 from benchlib.report.kinds.tfl.runs import POOLINGS, SCOPES, cell_value, round_means
 from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
 
@@ -102,53 +110,91 @@ QUOTED_VALUE = {
 class TflTable(ReportKind):
     name = "tfl_table"
     output = "table"
-    required = ("methods", "rows")
-    params: ClassVar[dict[str, Any]] = {
-        "metric": {"type": "string", "pattern": METRIC_PATTERN},
-        "percent": {"type": "boolean"},
-        "decimals": {"type": "integer", "minimum": 0},
-        "metric_label": {"type": "string"},
-        "methods": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-        "centralized": {"type": "array", "items": {"type": "string"}},
-        "best_round": {"type": "boolean"},
-        "pooling": {
-            "enum": list(POOLINGS),
-            "description": "pooled: the metric of the scope's pooled predictions (the paper's; "
-            "the default); clients: the mean of the scope's per-client metrics (the default and "
-            "the only reading for segmentation, whose cells record no pooled scores)",
-        },
-        "transmissions": {
-            "type": "object",
-            "additionalProperties": {"type": "integer", "minimum": 1},
-        },
-        "rows": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["label", "experiment", "scope"],
-                "properties": {
-                    "label": {"type": "string"},
-                    "experiment": {"type": "string"},
-                    "scope": {"enum": list(SCOPES)},
-                    "block": {"type": "string"},
+    params = Params(
+        {
+            "metric": Param(
+                {"type": "string", "pattern": METRIC_PATTERN}, "accuracy", "the cells' test metric"
+            ),
+            "percent": derived_param(
+                {"type": "boolean"}, "show 100 x value", "for metrics in [0, 1]"
+            ),
+            "decimals": derived_param(
+                {"type": "integer", "minimum": 0}, "decimals shown", "1 in percent, else 3"
+            ),
+            "metric_label": derived_param(
+                {"type": "string"}, "the metric's name in the caption", "its usual name"
+            ),
+            "methods": required_param(
+                {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                "the federated methods, in this order",
+            ),
+            "centralized": Param(
+                {"type": "array", "items": {"type": "string"}},
+                [],
+                "methods shown first as their own Centralized group (e.g. erm)",
+            ),
+            "best_round": Param(
+                {"type": "boolean"},
+                False,
+                "per method the best round's value, the round and the c-params (columns: methods)",
+            ),
+            "pooling": derived_param(
+                {"enum": list(POOLINGS)},
+                "pooled: the metric of the scope's pooled predictions (the paper's); clients: the "
+                "mean of the scope's per-client metrics (the only reading for segmentation, "
+                "whose cells record no pooled scores)",
+                "clients for segmentation, else pooled",
+            ),
+            "transmissions": Param(
+                {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}},
+                {},
+                "federated method id -> models each client sends per round (c-params; default 1)",
+            ),
+            "rows": required_param(
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["label", "experiment", "scope"],
+                        "properties": {
+                            "label": {"type": "string"},
+                            "experiment": {"type": "string"},
+                            "scope": {"enum": list(SCOPES)},
+                            "block": {"type": "string"},
+                        },
+                    },
                 },
-            },
-        },
-        "columns": {"enum": ["methods", "rows"]},
-        "average": {"type": "boolean"},
-        "title": {"type": "string"},
-        "caption_note": {"type": "string"},
-        "quoted": {
-            "type": "object",
-            "additionalProperties": {"type": "object", "additionalProperties": QUOTED_VALUE},
-        },
-    }
+                "table entries: {label, experiment, scope (if or oof)[, block]}",
+            ),
+            "columns": Param(
+                {"enum": ["methods", "rows"]},
+                "methods",
+                "methods: one column per method; rows: one column per entry",
+            ),
+            "average": derived_param(
+                {"type": "boolean"}, "add the average over the entries", "true with columns: rows"
+            ),
+            "title": derived_param({"type": "string"}, "caption title", "the report's name"),
+            "caption_note": Param({"type": "string"}, "", "a sentence added to the caption"),
+            "quoted": Param(
+                {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": QUOTED_VALUE,
+                    },
+                },
+                {},
+                "entry label -> method id -> the paper's value, shown in a separate block",
+            ),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         rows = [dict(r) for r in params["rows"]]
-        centralized = list(params.get("centralized", []))
+        centralized = list(params["centralized"])
         methods = centralized + list(params["methods"])
         both = sorted(set(centralized) & set(params["methods"]))
         require(not both, f"reports.{name}: {both} are in both centralized and methods")
@@ -174,30 +220,35 @@ class TflTable(ReportKind):
                     cells.setdefault(f"{experiment}/{cell.method}", []).append(
                         f"{cell.run_dir}/metrics.json"
                     )
-        metric = params.get("metric", "accuracy")
+        metric = params["metric"]
         display = MetricDisplay.resolve(
-            metric, params.get("percent"), params.get("decimals"), params.get("metric_label")
+            metric, params["percent"], params["decimals"], params["metric_label"]
         )
-        best = bool(params.get("best_round", False))
+        best = bool(params["best_round"])
         segmentation = any(
             config.datasets[config.experiments[r["experiment"]]["dataset"]].get("task")
             == "segmentation"
             for r in rows
         )
-        pooling = params.get("pooling", "clients" if segmentation else "pooled")
+        pooling = params["pooling"]
+        if pooling is None:
+            pooling = "clients" if segmentation else "pooled"
         require(
             not (segmentation and pooling == "pooled"),
             f"reports.{name}: segmentation cells record no pooled scores; set pooling: clients",
         )
-        transmissions = dict(params.get("transmissions", {}))
+        transmissions = dict(params["transmissions"])
         if best:
             self._check_round_metrics(name, params, rows, metric, config)
         unknown = sorted(set(transmissions) - set(params["methods"]))
         require(not unknown, f"reports.{name}: transmissions names no federated method {unknown}")
-        quoted = params.get("quoted", {})
+        quoted = params["quoted"]
         labels = {r["label"] for r in rows}
         unknown = sorted(set(quoted) - labels)
         require(not unknown, f"reports.{name}: quoted names unknown rows {unknown}")
+        average = params["average"]
+        if average is None:
+            average = params["columns"] == "rows"
         return {
             "name": name,
             **display.as_spec(),
@@ -207,11 +258,11 @@ class TflTable(ReportKind):
             "pooling": pooling,
             "transmissions": transmissions,
             "rows": rows,
-            "columns": params.get("columns", "methods"),
-            "average": bool(params.get("average", params.get("columns") == "rows")),
+            "columns": params["columns"],
+            "average": bool(average),
             "cells": cells,
-            "title": params.get("title", name),
-            "caption_note": params.get("caption_note", ""),
+            "title": params["title"] if params["title"] is not None else name,
+            "caption_note": params["caption_note"],
             "quoted": quoted,
         }
 
@@ -221,7 +272,7 @@ class TflTable(ReportKind):
     ) -> None:
         """``best_round`` needs methods as columns and per-round values of the metric."""
         require(
-            params.get("columns", "methods") == "methods",
+            params["columns"] == "methods",
             f"reports.{name}: best_round needs columns: methods",
         )
         for row in rows:

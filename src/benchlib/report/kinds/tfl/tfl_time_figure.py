@@ -17,9 +17,10 @@ times, :mod:`tfl_runs`), averaged over all the method's cells. Config entry::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from benchlib.report.base import register_kind
+from benchlib.params import Params
+from benchlib.report.base import register_kind, required_param
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import RunsFigure
 from benchlib.report.kinds.tfl.runs import (
@@ -41,12 +42,15 @@ if TYPE_CHECKING:
 @register_kind
 class TflTimeFigure(RunsFigure):
     name = "tfl_time_figure"
-    required = ("experiments", "methods")
-    params: ClassVar[dict[str, Any]] = methods_params({"experiments": NAMES_PARAM})
+    params = Params(
+        methods_params(
+            {"experiments": required_param(NAMES_PARAM, "the cells' experiments")}, "accuracy"
+        )
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         runs, scope = scoped_runs(config, name, params["experiments"], params)
-        display = MetricDisplay.resolve(params.get("metric", "accuracy"))
+        display = MetricDisplay.resolve(params["metric"])
         return methods_spec(name, params, config, display, runs, scope=scope)
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from benchlib.errors import require
-from benchlib.report.base import register_kind
+from benchlib.params import Param, Params
+from benchlib.report.base import derived_param, register_kind
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import RunsFigure
 from benchlib.report.kinds.tfl.runs import CELL_PARAMS, read_json, single_cell
@@ -47,25 +48,32 @@ def circle_layout(nodes: list[int], node_groups: dict[str, list[int]]) -> dict[i
 @register_kind
 class TflTopologyFigure(RunsFigure):
     name = "tfl_topology_figure"
-    required = ("experiment", "method")
-    params: ClassVar[dict[str, Any]] = {
-        **CELL_PARAMS,
-        "update": {"type": "integer", "description": "topology update index (default -1, last)"},
-        "node_groups": {
-            "type": "object",
-            "additionalProperties": {"type": "array", "items": {"type": "integer"}},
-        },
-        "title": {"type": "string"},
-    }
+    params = Params(
+        {
+            **CELL_PARAMS,
+            "update": Param({"type": "integer"}, -1, "topology update index (-1: the last)"),
+            "node_groups": Param(
+                {
+                    "type": "object",
+                    "additionalProperties": {"type": "array", "items": {"type": "integer"}},
+                },
+                {},
+                "group name -> client indices, coloured alike",
+            ),
+            "title": derived_param(
+                {"type": "string"}, "figure title", "'<method label>, <experiment>'"
+            ),
+        }
+    )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
         path, title = single_cell(config, name, params)
         return {
             "name": name,
             "metrics": path,
-            "update": params.get("update", -1),
-            "node_groups": params.get("node_groups", {}),
-            "title": params.get("title", title),
+            "update": params["update"],
+            "node_groups": params["node_groups"],
+            "title": params["title"] if params["title"] is not None else title,
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
