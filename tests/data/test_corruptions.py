@@ -37,7 +37,8 @@ def test_paper_scenarios_and_bad_values():
         "light": (0.1, 3),
         "moderate": (0.3, 4),
         "heavy": (0.4, 5),
-        "image_fractions": (1.0, 3),  # Sec. 5.1.4's rho_k (tests/methods/test_fedagain_corrupted_clients.py)
+        # Sec. 5.1.4's rho_k (tests/methods/test_fedagain_corrupted_clients.py)
+        "image_fractions": (1.0, 3),
     }
     assert scenario_of({"ratio": 0.5, "severity": 2}).ratio == 0.5
     with pytest.raises(BenchlibError, match="unknown corruption scenario 'severe'"):

@@ -12,8 +12,9 @@ with the 1/8, 1/4 and 1/2 skips and none at full size, and a 3x3 head.
 
 Defaults are TransUNet's R50-ViT-B/16: ResNet layers (3, 4, 9), widths 256/512/1024, stem 64;
 hidden size 768, depth 12, 12 heads, MLP 3072, dropout 0.1; decoder 256/128/64/16. For a 64x64
-single-channel input and 2 classes that is 105,132,994 parameters (``tests/models/test_transunet.py``)
-and a 4x4 token grid. The model is built for one input size; its sides must be multiples of 16.
+single-channel input and 2 classes that is 105,132,994 parameters
+(``tests/models/test_transunet.py``) and a 4x4 token grid. The model is built for one input
+size; its sides must be multiples of 16.
 """
 
 from __future__ import annotations
