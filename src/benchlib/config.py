@@ -37,13 +37,13 @@ from benchlib.catalog import (
     METHODS,
     MODEL_INIT,
     TASKS,
-    TRANSFORMS,
     loss_settings,
     malfunction_settings,
     model_settings,
 )
+from benchlib.data.corruptions import cell_store, corruption_schema, resolved_json, scenario_of
 from benchlib.errors import BenchlibError, require
-from benchlib.settings import TrainingSettings
+from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
 
 LOG = logging.getLogger("benchlib")
@@ -59,10 +59,11 @@ def schema() -> dict[str, Any]:
     dataset = result["properties"]["datasets"]["additionalProperties"]["properties"]
     dataset["task"]["enum"] = TASKS.names()
     dataset["task"]["default"] = DEFAULT_TASK
-    dataset["transforms"]["properties"]["train"]["items"]["properties"]["name"]["enum"] = list(
-        TRANSFORMS
-    )
     dataset["training"] = TrainingSettings.params().schema()
+    # the sections declared in code: the file keeps only their descriptions
+    dataset["split"] |= SplitSettings.params().schema()
+    dataset["transforms"] |= TransformSettings.params().schema()
+    dataset["corruption"] |= corruption_schema()
     dataset["model"]["properties"]["init"] = MODEL_INIT.json_schema()
     malfunction = dataset["malfunction"]["properties"]
     for name, param in MALFUNCTION_SETTINGS.items():
@@ -113,7 +114,11 @@ def validate_schema(config: dict[str, Any]) -> None:
     where = _nonfinite_location(config)
     require(where is None, f"config error at {where}: NaN/Inf is not allowed; give a finite number")
     validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    # an unknown key first: a typo also makes a required key look missing at the same place
+    errors = sorted(
+        validator.iter_errors(config),
+        key=lambda e: (list(map(str, e.absolute_path)), e.validator != "additionalProperties"),
+    )
     if errors:
         error = errors[0]
         raise BenchlibError(f"config error at {_location(error)}: {_message(error)}")
@@ -146,6 +151,7 @@ class Config:
         self.datasets: dict[str, dict[str, Any]] = copy.deepcopy(raw["datasets"])
         self.stores: dict[str, str] = {name: name for name in self.datasets}  # -> store dataset
         self.splits: dict[str, str] = {name: name for name in self.datasets}  # -> split dataset
+        self.given_sections: dict[str, dict[str, Any]] = {}  # see _check_semantics
         self._check_method_ids(raw)
         self.skipped_methods = self._unimplemented_methods(raw)
         self.methods: dict[str, dict[str, Any]] = {
@@ -244,15 +250,11 @@ class Config:
     def cell_inputs(self, dataset: str) -> tuple[str, str]:
         """The store directory and split CSV the cells of ``dataset`` read (the corrupted copy
         of the store when the dataset has a corruption)."""
-        from benchlib.data.corruptions import cell_store
-
         return cell_store(self, dataset), f"results/splits/{self.split_name(dataset)}.csv"
 
     def corruption_json(self, dataset: str) -> str:
         """The resolved corruption of ``dataset`` as canonical JSON (defaults filled in): the
         parameter of rule ``corrupt_store``."""
-        from benchlib.data.corruptions import resolved_json, scenario_of
-
         return resolved_json(scenario_of(self.datasets[dataset]["corruption"]))
 
     # ------------------------------------------------------------------ validation
@@ -260,6 +262,12 @@ class Config:
         """Check every dataset and method entry against its declared parameters and fill in
         the defaults (so every cell spec is complete), then the experiments' references."""
         for name, ds in self.datasets.items():
+            # the dataset spec and the cell spec carry these sections as the file gives them:
+            # filled, they would change every config hash and Snakemake params (reruns)
+            self.given_sections[name] = {
+                "split": copy.deepcopy(ds["split"]),
+                "transforms": copy.deepcopy(ds["transforms"]) if "transforms" in ds else {},
+            }
             try:
                 self._resolve_dataset(name, ds)
             except BenchlibError as exc:
@@ -296,7 +304,6 @@ class Config:
         from benchlib.data.download import check_remote, remote_files
         from benchlib.data.partition import partition_settings
         from benchlib.data.registry import get_dataset
-        from benchlib.data.split import SplitSpec
 
         source = get_dataset(ds["source"])
         require(
@@ -308,12 +315,11 @@ class Config:
             check_remote(remote, f"datasets.{name}.params")
         ds["task"] = ds.get("task", DEFAULT_TASK)
         ds["partition"] = partition_settings(ds["partition"])
-        split = SplitSpec.from_config(ds)
-        require(
-            split.val_fraction + split.test_fraction < 1,
-            f"split.val + split.test = {split.val_fraction + split.test_fraction:g} "
-            "leaves no training data; make their sum less than 1",
-        )
+        ds["split"] = SplitSettings.from_config("split", ds["split"]).to_dict()
+        ds["transforms"] = TransformSettings.from_config(
+            "transforms", ds.get("transforms")
+        ).to_dict()
+        ds["corruption"] = scenario_of(ds.get("corruption")).to_dict()
         ds["model"] = model_settings("", ds["model"])
         training = TrainingSettings.from_config("training", ds["training"])
         loss, loss_params = loss_settings("", ds["task"], training.loss, training.loss_params)
@@ -378,7 +384,7 @@ class Config:
             training=TrainingSettings(**ds["training"]),
             malfunction_params=malfunctions,
             task=ds["task"],
-            transforms=ds.get("transforms", {}),
+            transforms=self.given_sections[dataset_name]["transforms"],
             held_out=list(ds["held_out"]),
             axes=self.experiments[cell.experiment].get("axes_values", {}),
         ).to_dict()
@@ -407,7 +413,7 @@ class Config:
             "params": params,
             "clients": ds["clients"],
             "partition": dict(ds["partition"]),
-            "split": dict(ds["split"]),
+            "split": dict(self.given_sections[dataset]["split"]),
         }
 
 
