@@ -186,6 +186,8 @@ def test_the_config_fills_every_default_and_leaves_raw_as_given():
     assert ds["partition"] == {"name": "iid", "min_size": 50}
     assert ds["malfunction"] == {"placement": "first", "start_round": 0, "ana": {"scale": 120.5}}
     assert config.methods["fedavg"]["params"] == {"weighting": "samples", "gamma": 1.0}
+    assert config.methods["local"] == {"method": "local", "label": "Local", "params": {}}
+    assert ds["label"] == "mnist5k"  # the id, when the file gives no label
     spec = config.cell_spec(config.cells("smoke")[0])
     assert spec["training"]["cuda_graphs"] is True and spec["method_params"]
     split = {"mode": "random", "val": 0.2, "test": 0.2, "seed": 0, "val_from_test": "1/3"}

@@ -153,9 +153,10 @@ class Config:
         self.splits: dict[str, str] = {name: name for name in self.datasets}  # -> split dataset
         self.given_sections: dict[str, dict[str, Any]] = {}  # see _check_semantics
         self._check_method_ids(raw)
-        self.skipped_methods = self._unimplemented_methods(raw)
+        entries = {k: method_entry(k, v) for k, v in raw["methods"].items()}
+        self.skipped_methods = self._unimplemented_methods(entries, raw["experiments"])
         self.methods: dict[str, dict[str, Any]] = {
-            k: copy.deepcopy(v) for k, v in raw["methods"].items() if k not in self.skipped_methods
+            k: v for k, v in entries.items() if k not in self.skipped_methods
         }
         self.experiments: dict[str, dict[str, Any]] = {
             name: {**exp, "methods": [m for m in exp["methods"] if m in self.methods]}
@@ -179,16 +180,18 @@ class Config:
                 )
 
     @staticmethod
-    def _unimplemented_methods(raw: dict[str, Any]) -> dict[str, str]:
+    def _unimplemented_methods(
+        entries: dict[str, dict[str, Any]], experiments: dict[str, Any]
+    ) -> dict[str, str]:
         """Method ids whose registered method is missing -> that method name (with a warning)."""
         available = set(METHODS.names())
         skipped = {}
-        for method_id, entry in raw["methods"].items():
-            name = entry.get("method", method_id)
+        for method_id, entry in entries.items():
+            name = entry["method"]
             if name in available:
                 continue
             skipped[method_id] = name
-            users = [e for e, exp in raw["experiments"].items() if method_id in exp["methods"]]
+            users = [e for e, exp in experiments.items() if method_id in exp["methods"]]
             LOG.warning(
                 "method %s (registered name %r) is not implemented in this benchlib; left out of "
                 "experiments: %s",
@@ -273,9 +276,9 @@ class Config:
             except BenchlibError as exc:
                 raise BenchlibError(f"dataset {name}: {exc}") from exc
         for method_id, entry in self.methods.items():
-            method = entry.get("method", method_id)
+            method = entry["method"]
             entry["params"] = METHODS.get(method).params.resolve(
-                f"methods.{method_id} (method {method!r}) params", entry.get("params")
+                f"methods.{method_id} (method {method!r}) params", entry["params"]
             )
         for name, exp in self.experiments.items():
             declared = self.raw["experiments"][exp.get("base", name)]["methods"]
@@ -314,6 +317,7 @@ class Config:
         for remote in remote_files(ds["source"], ds["params"]):
             check_remote(remote, f"datasets.{name}.params")
         ds["task"] = ds.get("task", DEFAULT_TASK)
+        ds["label"] = ds.get("label", name)  # tables name the dataset by its id by default
         ds["partition"] = partition_settings(ds["partition"])
         ds["split"] = SplitSettings.from_config("split", ds["split"]).to_dict()
         ds["transforms"] = TransformSettings.from_config(
@@ -337,7 +341,7 @@ class Config:
         return self.experiments[experiment]["dataset"]
 
     def method_label(self, method_id: str) -> str:
-        return self.methods[method_id].get("label", method_id)
+        return self.methods[method_id]["label"]
 
     def cells(self, experiment: str, malfunction: str | None = None) -> list[Cell]:
         """The cells an experiment (optionally one malfunction's table) needs, sorted."""
@@ -374,7 +378,7 @@ class Config:
             experiment=cell.experiment,
             dataset=dataset_name,
             method_id=cell.method,
-            method=entry.get("method", cell.method),
+            method=entry["method"],
             method_params=entry["params"],
             malfunction=cell.malfunction,
             k=cell.k,
@@ -390,20 +394,20 @@ class Config:
         ).to_dict()
 
     def dataset_label(self, dataset: str) -> str:
-        return self.datasets[dataset].get("label", dataset)
+        return self.datasets[dataset]["label"]
 
     def download_files(self, dataset: str) -> list[str]:
         """The files the dataset's source downloads (``results/downloads/<dataset>/<name>``)."""
         from benchlib.data.download import remote_files
 
         ds = self.datasets[dataset]
-        files = remote_files(ds["source"], ds.get("params", {}))
+        files = remote_files(ds["source"], ds["params"])
         return [f"{DOWNLOAD_ROOT}/{dataset}/{f.name}" for f in files]
 
     def dataset_spec(self, dataset: str) -> dict[str, Any]:
         """What the download, prepare and split steps need for one dataset."""
         ds = self.datasets[dataset]
-        params = dict(ds.get("params", {}))
+        params = dict(ds["params"])
         if self.download_files(dataset):
             params["download_dir"] = f"{DOWNLOAD_ROOT}/{dataset}"
         return {
@@ -415,6 +419,12 @@ class Config:
             "partition": dict(ds["partition"]),
             "split": dict(self.given_sections[dataset]["split"]),
         }
+
+
+def method_entry(method_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A ``methods`` entry with its defaults filled: the registered method and the label are
+    the id, no params (the method's declaration fills those)."""
+    return {"method": method_id, "label": method_id, "params": {}, **copy.deepcopy(entry)}
 
 
 def load_config(path: str | Path) -> Config:
