@@ -16,13 +16,14 @@ from conftest import REPO, tool_env
 
 from benchlib.catalog import MALFUNCTIONS, METHODS, MODELS, TASKS, malfunction_settings
 from benchlib.config import Config
+from benchlib.data.corruptions import CORRUPTION
 from benchlib.data.partition import _PARTITIONERS, partitioner_names, partitioner_params
 from benchlib.data.registry import dataset_names, get_dataset
 from benchlib.errors import BenchlibError
 from benchlib.params import UNSET, Param, Params, describe_type
 from benchlib.reference import parameter_reference
 from benchlib.report.base import KINDS
-from benchlib.settings import TrainingSettings
+from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 
 WIDGET = Params(
     {
@@ -94,6 +95,8 @@ def test_types_read_as_short_phrases():
 # ------------------------------------------------------------- every declaration is sound
 def _declarations() -> dict[str, Params]:
     found: dict[str, Params] = {"training": TrainingSettings.params()}
+    found |= {"split": SplitSettings.params(), "transforms": TransformSettings.params()}
+    found |= {"corruption": CORRUPTION}
     found |= {f"method {n}": e.params for n, e in METHODS.items()}
     found |= {f"model {n}": e.params for n, e in MODELS.items()}
     found |= {f"source {n}": get_dataset(n).params for n in dataset_names()}
@@ -192,8 +195,56 @@ def test_the_config_fills_every_default_and_leaves_raw_as_given():
     assert ds["partition"] == {"name": "iid", "min_size": 50}
     assert ds["malfunction"] == {"placement": "first", "start_round": 0, "ana": {"scale": 120.5}}
     assert config.methods["fedavg"]["params"] == {"weighting": "samples", "gamma": 1.0}
+    assert config.methods["local"] == {"method": "local", "label": "Local", "params": {}}
+    assert ds["label"] == "mnist5k"  # the id, when the file gives no label
     spec = config.cell_spec(config.cells("smoke")[0])
     assert spec["training"]["cuda_graphs"] is True and spec["method_params"]
+    split = {"mode": "random", "val": 0.2, "test": 0.2, "seed": 0, "val_from_test": "1/3"}
+    assert ds["split"] == {**split, "val_from_train": None}
+    assert ds["transforms"] == {
+        "normalize": None,
+        "input_size": None,
+        "eval_crop": None,
+        "train": [],
+    }
+    assert ds["corruption"] == {
+        "ratio": 0.0,
+        "severity": 1,
+        "subsets": ["train", "val"],
+        "image_fraction": 1.0,
+    }
+    # the specs carry the split and transforms as the file gives them: unchanged config hashes
+    assert (
+        spec["transforms"] == {}
+        and config.dataset_spec("mnist5k")["split"] == raw["datasets"]["mnist5k"]["split"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "message"),
+    [
+        ("split", {"val": 0.1, "test": 0.1, "sede": 1}, "unknown parameter 'sede' .*'seed'"),
+        ("split", {"mode": "source"}, "needs split.val_from_test or split.val_from_train"),
+        ("split", {"val": 0.5, "test": 0.5}, "leaves no training data"),
+        ("split", {"val": 0.1, "test": 0.1, "val_from_train": 0.1}, "applies only to split.mode"),
+        ("split", {"mode": "source", "val_from_test": "3/2"}, "must be between 0 and 1"),
+        ("transforms", {"eval_crop": 0}, "eval_crop: 0 is less than the minimum of 1"),
+        ("transforms", {"train": [{"p": 0.5}]}, "'name' is a required property"),
+    ],
+)
+def test_the_split_and_transforms_sections_name_a_bad_key(section, value, message):
+    settings = {"split": SplitSettings, "transforms": TransformSettings}[section]
+    with pytest.raises(BenchlibError, match=message):
+        settings.from_config(section, value)
+
+
+def test_a_corruption_mapping_is_checked_and_filled():
+    from benchlib.data.corruptions import scenario_of
+
+    filled = scenario_of({"ratio": 0.3, "severity": 4}).to_dict()
+    assert filled == scenario_of("moderate").to_dict() == CORRUPTION.resolve("c", filled)
+    with pytest.raises(BenchlibError, match=r"corruption: unknown parameter 'ratoi' .*'ratio'"):
+        scenario_of({"ratoi": 0.3, "severity": 4})
 
 
 def test_the_reference_page_is_current():

@@ -209,8 +209,8 @@ def cmd_check_config(args: argparse.Namespace) -> None:
     from benchlib.methods.base import build_method
 
     config = load_config(args.config)
-    for method_id, entry in config.methods.items():  # the full check: build every method
-        build_method(entry.get("method", method_id), dict(entry.get("params", {})))
+    for entry in config.methods.values():  # the full check: build every method
+        build_method(entry["method"], dict(entry["params"]))
     cells = sum(len(config.cells(e)) for e in config.experiments)
     print(f"{args.config}: valid; {len(config.experiments)} experiments, {cells} cells")
 

@@ -37,13 +37,13 @@ from benchlib.catalog import (
     METHODS,
     MODEL_INIT,
     TASKS,
-    TRANSFORMS,
     loss_settings,
     malfunction_settings,
     model_settings,
 )
+from benchlib.data.corruptions import cell_store, corruption_schema, resolved_json, scenario_of
 from benchlib.errors import BenchlibError, require
-from benchlib.settings import TrainingSettings
+from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
 
 LOG = logging.getLogger("benchlib")
@@ -59,10 +59,11 @@ def schema() -> dict[str, Any]:
     dataset = result["properties"]["datasets"]["additionalProperties"]["properties"]
     dataset["task"]["enum"] = TASKS.names()
     dataset["task"]["default"] = DEFAULT_TASK
-    dataset["transforms"]["properties"]["train"]["items"]["properties"]["name"]["enum"] = list(
-        TRANSFORMS
-    )
     dataset["training"] = TrainingSettings.params().schema()
+    # the sections declared in code: the file keeps only their descriptions
+    dataset["split"] |= SplitSettings.params().schema()
+    dataset["transforms"] |= TransformSettings.params().schema()
+    dataset["corruption"] |= corruption_schema()
     dataset["model"]["properties"]["init"] = MODEL_INIT.json_schema()
     malfunction = dataset["malfunction"]["properties"]
     for name, param in MALFUNCTION_SETTINGS.items():
@@ -113,7 +114,11 @@ def validate_schema(config: dict[str, Any]) -> None:
     where = _nonfinite_location(config)
     require(where is None, f"config error at {where}: NaN/Inf is not allowed; give a finite number")
     validator = jsonschema.Draft202012Validator(schema())
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    # an unknown key first: a typo also makes a required key look missing at the same place
+    errors = sorted(
+        validator.iter_errors(config),
+        key=lambda e: (list(map(str, e.absolute_path)), e.validator != "additionalProperties"),
+    )
     if errors:
         error = errors[0]
         raise BenchlibError(f"config error at {_location(error)}: {_message(error)}")
@@ -146,10 +151,12 @@ class Config:
         self.datasets: dict[str, dict[str, Any]] = copy.deepcopy(raw["datasets"])
         self.stores: dict[str, str] = {name: name for name in self.datasets}  # -> store dataset
         self.splits: dict[str, str] = {name: name for name in self.datasets}  # -> split dataset
+        self.given_sections: dict[str, dict[str, Any]] = {}  # see _check_semantics
         self._check_method_ids(raw)
-        self.skipped_methods = self._unimplemented_methods(raw)
+        entries = {k: method_entry(k, v) for k, v in raw["methods"].items()}
+        self.skipped_methods = self._unimplemented_methods(entries, raw["experiments"])
         self.methods: dict[str, dict[str, Any]] = {
-            k: copy.deepcopy(v) for k, v in raw["methods"].items() if k not in self.skipped_methods
+            k: v for k, v in entries.items() if k not in self.skipped_methods
         }
         self.experiments: dict[str, dict[str, Any]] = {
             name: {**exp, "methods": [m for m in exp["methods"] if m in self.methods]}
@@ -173,16 +180,18 @@ class Config:
                 )
 
     @staticmethod
-    def _unimplemented_methods(raw: dict[str, Any]) -> dict[str, str]:
+    def _unimplemented_methods(
+        entries: dict[str, dict[str, Any]], experiments: dict[str, Any]
+    ) -> dict[str, str]:
         """Method ids whose registered method is missing -> that method name (with a warning)."""
         available = set(METHODS.names())
         skipped = {}
-        for method_id, entry in raw["methods"].items():
-            name = entry.get("method", method_id)
+        for method_id, entry in entries.items():
+            name = entry["method"]
             if name in available:
                 continue
             skipped[method_id] = name
-            users = [e for e, exp in raw["experiments"].items() if method_id in exp["methods"]]
+            users = [e for e, exp in experiments.items() if method_id in exp["methods"]]
             LOG.warning(
                 "method %s (registered name %r) is not implemented in this benchlib; left out of "
                 "experiments: %s",
@@ -244,15 +253,11 @@ class Config:
     def cell_inputs(self, dataset: str) -> tuple[str, str]:
         """The store directory and split CSV the cells of ``dataset`` read (the corrupted copy
         of the store when the dataset has a corruption)."""
-        from benchlib.data.corruptions import cell_store
-
         return cell_store(self, dataset), f"results/splits/{self.split_name(dataset)}.csv"
 
     def corruption_json(self, dataset: str) -> str:
         """The resolved corruption of ``dataset`` as canonical JSON (defaults filled in): the
         parameter of rule ``corrupt_store``."""
-        from benchlib.data.corruptions import resolved_json, scenario_of
-
         return resolved_json(scenario_of(self.datasets[dataset]["corruption"]))
 
     # ------------------------------------------------------------------ validation
@@ -260,14 +265,20 @@ class Config:
         """Check every dataset and method entry against its declared parameters and fill in
         the defaults (so every cell spec is complete), then the experiments' references."""
         for name, ds in self.datasets.items():
+            # the dataset spec and the cell spec carry these sections as the file gives them:
+            # filled, they would change every config hash and Snakemake params (reruns)
+            self.given_sections[name] = {
+                "split": copy.deepcopy(ds["split"]),
+                "transforms": copy.deepcopy(ds["transforms"]) if "transforms" in ds else {},
+            }
             try:
                 self._resolve_dataset(name, ds)
             except BenchlibError as exc:
                 raise BenchlibError(f"dataset {name}: {exc}") from exc
         for method_id, entry in self.methods.items():
-            method = entry.get("method", method_id)
+            method = entry["method"]
             entry["params"] = METHODS.get(method).params.resolve(
-                f"methods.{method_id} (method {method!r}) params", entry.get("params")
+                f"methods.{method_id} (method {method!r}) params", entry["params"]
             )
         for name, exp in self.experiments.items():
             declared = self.raw["experiments"][exp.get("base", name)]["methods"]
@@ -296,7 +307,6 @@ class Config:
         from benchlib.data.download import check_remote, remote_files
         from benchlib.data.partition import partition_settings
         from benchlib.data.registry import get_dataset
-        from benchlib.data.split import SplitSpec
 
         source = get_dataset(ds["source"])
         require(
@@ -307,13 +317,13 @@ class Config:
         for remote in remote_files(ds["source"], ds["params"]):
             check_remote(remote, f"datasets.{name}.params")
         ds["task"] = ds.get("task", DEFAULT_TASK)
+        ds["label"] = ds.get("label", name)  # tables name the dataset by its id by default
         ds["partition"] = partition_settings(ds["partition"])
-        split = SplitSpec.from_config(ds)
-        require(
-            split.val_fraction + split.test_fraction < 1,
-            f"split.val + split.test = {split.val_fraction + split.test_fraction:g} "
-            "leaves no training data; make their sum less than 1",
-        )
+        ds["split"] = SplitSettings.from_config("split", ds["split"]).to_dict()
+        ds["transforms"] = TransformSettings.from_config(
+            "transforms", ds.get("transforms")
+        ).to_dict()
+        ds["corruption"] = scenario_of(ds.get("corruption")).to_dict()
         ds["model"] = model_settings("", ds["model"])
         training = TrainingSettings.from_config("training", ds["training"])
         loss, loss_params = loss_settings("", ds["task"], training.loss, training.loss_params)
@@ -331,7 +341,7 @@ class Config:
         return self.experiments[experiment]["dataset"]
 
     def method_label(self, method_id: str) -> str:
-        return self.methods[method_id].get("label", method_id)
+        return self.methods[method_id]["label"]
 
     def cells(self, experiment: str, malfunction: str | None = None) -> list[Cell]:
         """The cells an experiment (optionally one malfunction's table) needs, sorted."""
@@ -368,7 +378,7 @@ class Config:
             experiment=cell.experiment,
             dataset=dataset_name,
             method_id=cell.method,
-            method=entry.get("method", cell.method),
+            method=entry["method"],
             method_params=entry["params"],
             malfunction=cell.malfunction,
             k=cell.k,
@@ -378,26 +388,26 @@ class Config:
             training=TrainingSettings(**ds["training"]),
             malfunction_params=malfunctions,
             task=ds["task"],
-            transforms=ds.get("transforms", {}),
+            transforms=self.given_sections[dataset_name]["transforms"],
             held_out=list(ds["held_out"]),
             axes=self.experiments[cell.experiment].get("axes_values", {}),
         ).to_dict()
 
     def dataset_label(self, dataset: str) -> str:
-        return self.datasets[dataset].get("label", dataset)
+        return self.datasets[dataset]["label"]
 
     def download_files(self, dataset: str) -> list[str]:
         """The files the dataset's source downloads (``results/downloads/<dataset>/<name>``)."""
         from benchlib.data.download import remote_files
 
         ds = self.datasets[dataset]
-        files = remote_files(ds["source"], ds.get("params", {}))
+        files = remote_files(ds["source"], ds["params"])
         return [f"{DOWNLOAD_ROOT}/{dataset}/{f.name}" for f in files]
 
     def dataset_spec(self, dataset: str) -> dict[str, Any]:
         """What the download, prepare and split steps need for one dataset."""
         ds = self.datasets[dataset]
-        params = dict(ds.get("params", {}))
+        params = dict(ds["params"])
         if self.download_files(dataset):
             params["download_dir"] = f"{DOWNLOAD_ROOT}/{dataset}"
         return {
@@ -407,8 +417,14 @@ class Config:
             "params": params,
             "clients": ds["clients"],
             "partition": dict(ds["partition"]),
-            "split": dict(ds["split"]),
+            "split": dict(self.given_sections[dataset]["split"]),
         }
+
+
+def method_entry(method_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A ``methods`` entry with its defaults filled: the registered method and the label are
+    the id, no params (the method's declaration fills those)."""
+    return {"method": method_id, "label": method_id, "params": {}, **copy.deepcopy(entry)}
 
 
 def load_config(path: str | Path) -> Config:

@@ -1,6 +1,7 @@
 """The parameter reference (docs/parameters.md, ``benchlib params``), written from the
-declarations themselves: training settings, methods, models, dataset sources, partitioners,
-malfunctions, losses, report kinds and grid axes. Torch-free."""
+declarations themselves: training settings, a dataset's split, transforms and corruption,
+methods, models, dataset sources, partitioners, malfunctions, losses, report kinds and grid
+axes. Torch-free."""
 
 from __future__ import annotations
 
@@ -46,6 +47,33 @@ def _training() -> list[str]:
         "",
         *_table(TrainingSettings.params().reference_rows()),
     ]
+
+
+def _dataset_sections() -> list[str]:
+    """A dataset's split, transforms and corruption sections, and the corruption scenarios."""
+    from benchlib.data.corruptions import CORRUPTION, SCENARIOS
+    from benchlib.settings import SplitSettings, TransformSettings
+
+    lines = ["## Dataset sections (`datasets.<name>.split`, `.transforms`, `.corruption`)", ""]
+    lines += _section(
+        "`split`",
+        SplitSettings.params(),
+        "Mode random takes `val` and `test` (both given); mode source takes `val_from_test` or "
+        "`val_from_train` (one given).",
+    )
+    lines += _section("`transforms`", TransformSettings.params())
+    lines += [
+        "### `corruption`",
+        "",
+        "FedAgain's corrupted clients: a scenario name or a mapping (below); absent = `none`.",
+        "",
+        "| scenario | ratio | severity | subsets | image_fraction |",
+        "|---|---|---|---|---|",
+    ]
+    for name, scenario in SCENARIOS.items():
+        values = scenario.to_dict().values()
+        lines.append(f"| `{name}` | " + " | ".join(_cell(str(v)) for v in values) + " |")
+    return [*lines, "", *_table(CORRUPTION.reference_rows())]
 
 
 def _methods() -> list[str]:
@@ -134,6 +162,7 @@ def parameter_reference() -> str:
     parts = [
         HEADER,
         *_training(),
+        *_dataset_sections(),
         *_methods(),
         *_models(),
         *_sources(),

@@ -1,9 +1,12 @@
-"""A dataset's ``training`` section as one typed, frozen value: :class:`TrainingSettings`.
+"""A dataset's sections as typed, frozen values: ``training`` (:class:`TrainingSettings`),
+``split`` (:class:`SplitSettings`) and ``transforms`` (:class:`TransformSettings`).
 
 Each field is declared once, with its type (a JSON-schema fragment), default and description in
-the field's metadata; the config schema's ``training`` section, the parameter reference and the
-engine all read this declaration. The config fills the defaults when it loads, so the engine
-reads ``spec.training.lr``, never a dict with fallbacks. Torch-free.
+the field's metadata; the config schema's section, the parameter reference and the code that
+uses the section all read this declaration. The config fills the defaults when it loads, so the
+engine reads ``spec.training.lr``, never a dict with fallbacks. (The cell and dataset specs
+carry ``transforms`` and ``split`` as the file gives them, their stored form since before these
+declarations; the engine and the split step fill them with the same declaration.) Torch-free.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from fractions import Fraction
+from typing import Any, Self
 
+from benchlib.catalog import TRANSFORMS
+from benchlib.errors import BenchlibError, require
 from benchlib.params import UNSET, Param, Params
 
 
-def _setting(schema: dict[str, Any], default: Any = UNSET, description: str = "") -> Any:
+def setting(schema: dict[str, Any], default: Any = UNSET, description: str = "") -> Any:
     """A field declared by its schema, default (:data:`UNSET`: the config must give it) and
     description."""
     metadata = {"schema": schema, "description": description}
@@ -30,99 +36,14 @@ def _setting(schema: dict[str, Any], default: Any = UNSET, description: str = ""
 POSITIVE_INT = {"type": "integer", "minimum": 1}
 
 
-@dataclass(frozen=True)
-class TrainingSettings:
-    """How every client of a cell trains (a dataset's ``training`` section, defaults filled)."""
-
-    optimizer: str = _setting({"enum": ["adam", "sgd"]}, description="local optimizer")
-    lr: float = _setting({"type": "number", "exclusiveMinimum": 0}, description="learning rate")
-    batch_size: int = _setting(POSITIVE_INT, description="local batch size")
-    local_epochs: int = _setting(POSITIVE_INT, description="local epochs per round")
-    rounds: int = _setting(POSITIVE_INT, description="communication rounds")
-    weight_decay: float = _setting({"type": "number", "minimum": 0}, 0.0, "L2 weight decay")
-    momentum: float = _setting(
-        {"type": "number", "minimum": 0, "maximum": 1}, 0.0, "SGD momentum (sgd only)"
-    )
-    persist_optimizer: bool = _setting(
-        {"type": "boolean"},
-        True,
-        "keep each client's optimizer state across rounds; false starts it fresh every round",
-    )
-    loss: str | None = _setting(
-        {"type": ["string", "null"]}, None, "one of the task's losses; null = the task's default"
-    )
-    loss_params: Mapping[str, Any] = _setting(
-        {"type": "object"}, {}, "the loss's parameters (benchlib params lists them)"
-    )
-    data_mode: str = _setting(
-        {"enum": ["auto", "resident", "stream"]},
-        "auto",
-        "auto - client data resident on the device when small, else streamed from the "
-        "memory-mapped store one batch at a time",
-    )
-    prefetch: int = _setting(
-        {"type": "integer", "minimum": 0},
-        2,
-        "streamed data - batches read ahead of the training step by background threads; 0 = "
-        "every step reads its own batch; no effect on the results",
-    )
-    client_batching: str = _setting(
-        {"enum": ["auto", "on", "off"]},
-        "auto",
-        "auto - on a GPU, train all clients in lock-step as one batched computation when the "
-        "model, loss, optimizer and method allow it; on - also on CPU; off - one after another",
-    )
-    cuda_graphs: bool = _setting(
-        {"type": "boolean"},
-        True,
-        "batched clients on a GPU with resident data replay each step as one CUDA graph",
-    )
-    precision: str = _setting(
-        {"enum": ["fp32", "tf32", "bf16"]},
-        "fp32",
-        "forwards in fp32; tf32 - TF32 matrix multiplications on CUDA; bf16 - autocast to "
-        "bfloat16 (parameters, optimizer states and aggregation stay float32). The paper "
-        "tables use fp32",
-    )
-    tensorboard: bool = _setting(
-        {"type": "boolean"},
-        False,
-        "also write TensorBoard event files per cell (tensorboard/ beside its metrics.json; the "
-        "tracking extra): per round each client's primary validation metric and validation "
-        "loss, their means, the round's seconds and the method's summary (progress.jsonl then "
-        "also carries val_loss). Changes no byte of metrics.json (and not the config hash)",
-    )
-    cpu_kernels: str = _setting(
-        {"enum": ["portable", "native"]},
-        "portable",
-        "portable - CPU kernels capped at AVX2, so a CPU cell gives the same bytes on every "
-        "x86-64 machine with AVX2 (AVX-512 ones included); native - the widest instructions "
-        "the CPU has (numbers then depend on the machine); no effect on a GPU",
-    )
-    save_predictions: int = _setting(
-        {"type": "integer", "minimum": 0},
-        0,
-        "segmentation - keep the predicted class maps of this many test samples per client in "
-        "metrics.json",
-    )
-    held_out_rows: str = _setting(
-        {"enum": ["all", "test"]},
-        "all",
-        "the rows held-out clients (which never train) are scored on - all: all of their data, "
-        "every row being unseen; test: their test subset only, as federation clients",
-    )
-    round_metrics: Sequence[str] = _setting(
-        {"type": "array", "items": {"type": "string"}},
-        [],
-        "test metrics (of the task's) recorded for every client after every round "
-        "(metrics.json history.round_metrics)",
-    )
+class Settings:
+    """A frozen dataclass whose fields are declared with :func:`setting`."""
 
     @classmethod
     def params(cls) -> Params:
         """The declaration of every field, as :class:`~benchlib.params.Params`."""
         entries = {}
-        for f in dataclasses.fields(cls):
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
             if f.default is not dataclasses.MISSING:
                 default = f.default
             elif f.default_factory is not dataclasses.MISSING:
@@ -135,9 +56,237 @@ class TrainingSettings:
         return Params(entries)
 
     @classmethod
-    def from_config(cls, what: str, section: Mapping[str, Any]) -> TrainingSettings:
-        """Check a ``training`` section and fill its defaults (one error naming a bad key)."""
+    def from_config(cls, what: str, section: Mapping[str, Any] | None) -> Self:
+        """Check a section and fill its defaults (one error naming a bad key)."""
         return cls(**cls.params().resolve(what, section))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return dataclasses.asdict(self)  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class TrainingSettings(Settings):
+    """How every client of a cell trains (a dataset's ``training`` section, defaults filled)."""
+
+    optimizer: str = setting({"enum": ["adam", "sgd"]}, description="local optimizer")
+    lr: float = setting({"type": "number", "exclusiveMinimum": 0}, description="learning rate")
+    batch_size: int = setting(POSITIVE_INT, description="local batch size")
+    local_epochs: int = setting(POSITIVE_INT, description="local epochs per round")
+    rounds: int = setting(POSITIVE_INT, description="communication rounds")
+    weight_decay: float = setting({"type": "number", "minimum": 0}, 0.0, "L2 weight decay")
+    momentum: float = setting(
+        {"type": "number", "minimum": 0, "maximum": 1}, 0.0, "SGD momentum (sgd only)"
+    )
+    persist_optimizer: bool = setting(
+        {"type": "boolean"},
+        True,
+        "keep each client's optimizer state across rounds; false starts it fresh every round",
+    )
+    loss: str | None = setting(
+        {"type": ["string", "null"]}, None, "one of the task's losses; null = the task's default"
+    )
+    loss_params: Mapping[str, Any] = setting(
+        {"type": "object"}, {}, "the loss's parameters (benchlib params lists them)"
+    )
+    data_mode: str = setting(
+        {"enum": ["auto", "resident", "stream"]},
+        "auto",
+        "auto - client data resident on the device when small, else streamed from the "
+        "memory-mapped store one batch at a time",
+    )
+    prefetch: int = setting(
+        {"type": "integer", "minimum": 0},
+        2,
+        "streamed data - batches read ahead of the training step by background threads; 0 = "
+        "every step reads its own batch; no effect on the results",
+    )
+    client_batching: str = setting(
+        {"enum": ["auto", "on", "off"]},
+        "auto",
+        "auto - on a GPU, train all clients in lock-step as one batched computation when the "
+        "model, loss, optimizer and method allow it; on - also on CPU; off - one after another",
+    )
+    cuda_graphs: bool = setting(
+        {"type": "boolean"},
+        True,
+        "batched clients on a GPU with resident data replay each step as one CUDA graph",
+    )
+    precision: str = setting(
+        {"enum": ["fp32", "tf32", "bf16"]},
+        "fp32",
+        "forwards in fp32; tf32 - TF32 matrix multiplications on CUDA; bf16 - autocast to "
+        "bfloat16 (parameters, optimizer states and aggregation stay float32). The paper "
+        "tables use fp32",
+    )
+    tensorboard: bool = setting(
+        {"type": "boolean"},
+        False,
+        "also write TensorBoard event files per cell (tensorboard/ beside its metrics.json; the "
+        "tracking extra): per round each client's primary validation metric and validation "
+        "loss, their means, the round's seconds and the method's summary (progress.jsonl then "
+        "also carries val_loss). Changes no byte of metrics.json (and not the config hash)",
+    )
+    cpu_kernels: str = setting(
+        {"enum": ["portable", "native"]},
+        "portable",
+        "portable - CPU kernels capped at AVX2, so a CPU cell gives the same bytes on every "
+        "x86-64 machine with AVX2 (AVX-512 ones included); native - the widest instructions "
+        "the CPU has (numbers then depend on the machine); no effect on a GPU",
+    )
+    save_predictions: int = setting(
+        {"type": "integer", "minimum": 0},
+        0,
+        "segmentation - keep the predicted class maps of this many test samples per client in "
+        "metrics.json",
+    )
+    held_out_rows: str = setting(
+        {"enum": ["all", "test"]},
+        "all",
+        "the rows held-out clients (which never train) are scored on - all: all of their data, "
+        "every row being unseen; test: their test subset only, as federation clients",
+    )
+    round_metrics: Sequence[str] = setting(
+        {"type": "array", "items": {"type": "string"}},
+        [],
+        "test metrics (of the task's) recorded for every client after every round "
+        "(metrics.json history.round_metrics)",
+    )
+
+
+def parse_fraction(value: float | str, what: str) -> Fraction:
+    """A fraction in (0, 1) given as a number or an exact ratio string such as ``"1/3"``."""
+    try:
+        fraction = Fraction(str(value))
+    except (ValueError, ZeroDivisionError) as exc:
+        raise BenchlibError(f"{what}={value!r} is not a number or a ratio like 1/3") from exc
+    require(0 < fraction < 1, f"{what}={value!r} must be between 0 and 1 (exclusive)")
+    return fraction
+
+
+SHARE = {"type": "number", "minimum": 0, "exclusiveMaximum": 1}
+RATIO = [
+    {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+    {"type": "string", "pattern": "^[0-9]+/[0-9]+$"},
+]
+SOURCE_KEYS = ("val_from_test", "val_from_train")
+
+
+@dataclass(frozen=True)
+class SplitSettings(Settings):
+    """Which subset (train / val / test) each client's samples fall in (a dataset's ``split``
+    section, defaults filled; :mod:`benchlib.data.split` applies it)."""
+
+    mode: str = setting(
+        {"enum": ["random", "source"]},
+        "random",
+        "random - seeded fractions val and test of each client's pooled samples; source - the "
+        "store's train/test, with val_from_test of each client's test (or val_from_train of its "
+        "train) moved to val",
+    )
+    val: float = setting(
+        SHARE, 0.0, "random mode (given there) - share of each client's samples in val"
+    )
+    test: float = setting(
+        SHARE, 0.0, "random mode (given there) - share of each client's samples in test"
+    )
+    seed: int = setting(
+        {"type": "integer", "minimum": 0},
+        0,
+        "seed of the partition, the subsets and a corruption's choice of clients",
+    )
+    val_from_test: float | str = setting(
+        {"oneOf": RATIO},
+        "1/3",
+        "source mode - share of each client's test samples moved to val (a number or a ratio "
+        "like 1/3)",
+    )
+    val_from_train: float | str | None = setting(
+        {"oneOf": [*RATIO, {"type": "null"}]},
+        None,
+        "source mode, instead of val_from_test - share of each client's train samples moved to "
+        "val (test stays whole)",
+    )
+
+    @classmethod
+    def from_config(cls, what: str, section: Mapping[str, Any] | None) -> Self:
+        """Check the keys, then the mode's rules on the keys given, and fill the defaults."""
+        settings = super().from_config(what, section)
+        given = set(section or {})
+        if settings.mode == "source":
+            require(
+                not given & {"val", "test"},
+                "split.mode source takes split.val_from_test, not split.val / split.test (the "
+                "source fixes train and test); remove them",
+            )
+            require(
+                not set(SOURCE_KEYS) <= given,
+                "split.val_from_test and split.val_from_train exclude each other; keep one",
+            )
+            require(
+                bool(given & set(SOURCE_KEYS)),
+                "split.mode source needs split.val_from_test or split.val_from_train (the share "
+                "of each client's test or train samples moved to val)",
+            )
+        else:
+            for key in SOURCE_KEYS:
+                require(
+                    key not in given,
+                    f"split.{key} applies only to split.mode source; remove it or set the mode",
+                )
+            require(
+                {"val", "test"} <= given,
+                "split.mode random needs split.val and split.test (shares of each client's "
+                "samples); give both",
+            )
+        require(
+            settings.val + settings.test < 1,
+            f"split.val + split.test = {settings.val + settings.test:g} leaves no training "
+            "data; make their sum less than 1",
+        )
+        # a bad ratio (3/2) stops the config, not the split step
+        parse_fraction(settings.val_from_test, "split.val_from_test")
+        if settings.val_from_train is not None:
+            parse_fraction(settings.val_from_train, "split.val_from_train")
+        return settings
+
+
+NORMALIZE = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "required": ["mean", "std"],
+    "properties": {
+        "mean": {"type": "array", "items": {"type": "number"}, "minItems": 1},
+        "std": {"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1},
+    },
+}
+AUGMENTATION = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {"name": {"enum": list(TRANSFORMS)}},
+}
+
+
+@dataclass(frozen=True)
+class TransformSettings(Settings):
+    """A dataset's input transforms (its ``transforms`` section, defaults filled;
+    :mod:`benchlib.fl.transforms` applies them)."""
+
+    normalize: Mapping[str, Sequence[float]] | None = setting(
+        NORMALIZE, None, "{mean, std} per channel, applied to every batch; null = none"
+    )
+    input_size: int | None = setting(
+        {"type": ["integer", "null"], "minimum": 1},
+        None,
+        "side of the model's square input; other batches are fitted to it; null = as stored",
+    )
+    eval_crop: int | None = setting(
+        {"type": ["integer", "null"], "minimum": 1},
+        None,
+        "centre crop before resizing to input_size (evaluation batches); null = none",
+    )
+    train: Sequence[Mapping[str, Any]] = setting(
+        {"type": "array", "items": AUGMENTATION},
+        [],
+        "torchvision.transforms.v2 augmentations ({name, ...its arguments}), random parameters "
+        "per sample, training batches only",
+    )

@@ -91,7 +91,19 @@ def test_paper_dataset_training_and_model(paper):
     ds = paper.datasets["femnist"]
     assert ds["clients"] == 8
     assert ds["partition"] == {"name": "writers", "writers_per_client": 100, "min_size": 1}
-    assert ds["split"] == {"mode": "source", "val_from_test": "1/3", "seed": 0}
+    assert ds["split"] == {  # the defaults filled in; the dataset spec keeps the file's form
+        "mode": "source",
+        "val": 0.0,
+        "test": 0.0,
+        "seed": 0,
+        "val_from_test": "1/3",
+        "val_from_train": None,
+    }
+    assert paper.dataset_spec("femnist")["split"] == {
+        "mode": "source",
+        "val_from_test": "1/3",
+        "seed": 0,
+    }
     assert {k: ds["training"][k] for k in paper.raw["datasets"]["femnist"]["training"]} == {
         "optimizer": "adam",
         "lr": 0.001,
@@ -184,9 +196,12 @@ def test_undefined_method_ids_stay_an_error():
     [
         (
             lambda d: d.update(split={"mode": "source"}),
-            "'val_from_test' is a required property or 'val_from_train' is a required property",
+            "split.mode source needs split.val_from_test or split.val_from_train",
         ),
-        (lambda d: d.update(split={"val": 0.1}), "'test' is a required property"),
+        (
+            lambda d: d.update(split={"val": 0.1}),
+            "split.mode random needs split.val and split.test",
+        ),
         (
             lambda d: d.update(split={"mode": "shards", "val": 0.1, "test": 0.1}),
             "config error at datasets.femnist.split.mode",

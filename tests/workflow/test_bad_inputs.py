@@ -306,6 +306,21 @@ PARAMS_TYPOS: dict[str, tuple[str, Callable[[dict], None]]] = {
         "datasets.mnist5k.training: unknown key 'local_epoch' (did you mean 'local_epochs'?)",
         lambda c: _dataset(c)["training"].update(local_epoch=2),
     ),
+    "split": (  # the typo also leaves test missing: the unknown key is named first
+        "datasets.mnist5k.split: unknown key 'tset' (did you mean 'test'?); it takes: mode, seed, "
+        "test, val, val_from_test, val_from_train",
+        lambda c: _dataset(c).update(split={"val": 0.2, "tset": 0.2, "seed": 0}),
+    ),
+    "transforms": (
+        "datasets.mnist5k.transforms: unknown key 'input_sise' (did you mean 'input_size'?); it "
+        "takes: eval_crop, input_size, normalize, train",
+        lambda c: _dataset(c).update(transforms={"input_sise": 28}),
+    ),
+    "corruption": (
+        "datasets.mnist5k.corruption: unknown key 'severty' (did you mean 'severity'?); it takes: "
+        "image_fraction, ratio, severity, subsets",
+        lambda c: _dataset(c).update(corruption={"ratio": 0.3, "severty": 4}),
+    ),
     "report": (
         "reports.extra (report kind robustness_table): unknown parameter 'metrik' (did you mean "
         "'metric'?)",

@@ -24,7 +24,7 @@ rule corrupt_store:
         out=subpath(output.manifest, parent=True),
         clients=lambda wildcards: CFG.datasets[wildcards.dataset]["clients"],
         scenario=lambda wildcards: CFG.corruption_json(wildcards.dataset),
-        seed=lambda wildcards: CFG.datasets[wildcards.dataset]["split"].get("seed", 0),
+        seed=lambda wildcards: CFG.datasets[wildcards.dataset]["split"]["seed"],
     shell:
         "python -m benchlib.data.corruptions corrupt --store {params.store} --split {input.split}"
         " --out {params.out} --clients {params.clients} --scenario {params.scenario:q}"

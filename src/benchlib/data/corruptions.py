@@ -56,6 +56,7 @@ import numpy as np
 
 from benchlib.data.progress import ItemProgress
 from benchlib.errors import BenchlibError, require
+from benchlib.params import Param, Params
 from benchlib.seeding import derive_seed, numpy_rng
 
 LOG = logging.getLogger("benchlib")
@@ -103,6 +104,17 @@ class Scenario:
     subsets: tuple[str, ...] = SUBSET_READINGS[0]
     image_fraction: float | tuple[float, ...] = 1.0
 
+    def to_dict(self) -> dict[str, Any]:
+        """The complete corruption mapping (every key of :data:`CORRUPTION` given; lists, as
+        JSON and the schema have them)."""
+        fraction = self.image_fraction
+        return {
+            "ratio": self.ratio,
+            "severity": self.severity,
+            "subsets": list(self.subsets),
+            "image_fraction": list(fraction) if isinstance(fraction, tuple) else fraction,
+        }
+
 
 SCENARIOS: dict[str, Scenario] = {
     "none": Scenario(0.0, 1),
@@ -112,13 +124,58 @@ SCENARIOS: dict[str, Scenario] = {
     # Sec. 5.1.4: every client, rho_k drawn from {0, 10, 30, 50} %, the default severity 3
     "image_fractions": Scenario(1.0, 3, image_fraction=(0.0, 0.1, 0.3, 0.5)),
 }
-KEYS = {"ratio", "severity", "subsets", "image_fraction"}
+_UNIT = {"type": "number", "minimum": 0, "maximum": 1}
+CORRUPTION = Params(
+    {
+        "ratio": Param(
+            _UNIT,
+            description="share of clients corrupted: round(ratio x clients), a seeded choice",
+            required=True,
+        ),
+        "severity": Param(
+            {"type": "integer", "minimum": 1, "maximum": 5},
+            description="severity of every corruption (1..5)",
+            required=True,
+        ),
+        "subsets": Param(
+            {
+                "type": "array",
+                "items": {"enum": ["train", "val"]},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+            list(SUBSET_READINGS[0]),
+            "which local data of a corrupted client is corrupted: [train, val] (FedAgain's "
+            "benchmark loss sees the corruption) or [train] (clean validation data)",
+        ),
+        "image_fraction": Param(
+            {"oneOf": [_UNIT, {"type": "array", "minItems": 1, "items": _UNIT}]},
+            1.0,
+            "rho_k, the share of a corrupted client's images (per subset) that are corrupted, a "
+            "seeded choice (paper Sec. 5.1.4): one number for all clients, or a list of values "
+            "of which each corrupted client draws one",
+        ),
+    }
+)
+"""The keys of a corruption mapping (the other form of a dataset's ``corruption``: a name)."""
 # bump when the same settings would give a different store (forces a rebuild: new path)
 STORE_FORMAT = 2
 
 
-def scenario_of(value: str | dict[str, Any]) -> Scenario:
-    """A scenario by name or ``{ratio, severity}`` mapping; one clear error otherwise."""
+def corruption_schema() -> dict[str, Any]:
+    """The config schema of a dataset's ``corruption``: a scenario name or a mapping."""
+    return {
+        "if": {"type": "string"},
+        "then": {"enum": list(SCENARIOS)},
+        "else": CORRUPTION.schema(),
+    }
+
+
+def scenario_of(value: str | dict[str, Any] | None) -> Scenario:
+    """A scenario by name or mapping (checked against :data:`CORRUPTION`, defaults filled;
+    None, no corruption given, is ``none``); one clear error otherwise."""
+    if value is None:
+        return SCENARIOS["none"]
     if isinstance(value, str):
         require(
             value in SCENARIOS,
@@ -127,68 +184,37 @@ def scenario_of(value: str | dict[str, Any]) -> Scenario:
         )
         return SCENARIOS[value]
     require(
-        isinstance(value, dict) and {"ratio", "severity"} <= set(value) <= KEYS,
+        isinstance(value, dict),
         f"corruption {value!r} must be a scenario name or "
         "{ratio, severity[, subsets, image_fraction]}",
     )
-    ratio, severity = float(value["ratio"]), value["severity"]
-    require(0.0 <= ratio <= 1.0, f"corruption ratio must be in [0, 1], got {ratio}")
+    given = CORRUPTION.resolve("corruption", value)
+    subsets = [r for r in SUBSET_READINGS if set(r) == set(given["subsets"])]
     require(
-        isinstance(severity, int) and 1 <= severity <= 5,
-        f"corruption severity must be an integer 1..5, got {severity!r}",
-    )
-    subsets = value.get("subsets", SUBSET_READINGS[0])
-    chosen = [
-        r for r in SUBSET_READINGS if isinstance(subsets, list | tuple) and set(r) == set(subsets)
-    ]
-    require(
-        bool(chosen),
+        bool(subsets),
         f"corruption subsets must be [train, val] (default: the client's local data) or [train] "
-        f"(clean validation data), got {subsets!r}",
+        f"(clean validation data), got {given['subsets']!r}",
     )
-    return Scenario(ratio, int(severity), chosen[0], _image_fraction(value))
-
-
-def _image_fraction(value: dict[str, Any]) -> float | tuple[float, ...]:
-    """``image_fraction`` of a corruption mapping: a number or a non-empty list in [0, 1]."""
-    raw = value.get("image_fraction", 1.0)
-    values = raw if isinstance(raw, list | tuple) else [raw]
-    ok = bool(values) and all(
-        isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1 for v in values
+    fraction = given["image_fraction"]
+    return Scenario(
+        float(given["ratio"]),
+        int(given["severity"]),
+        subsets[0],
+        tuple(float(v) for v in fraction) if isinstance(fraction, list) else float(fraction),
     )
-    require(
-        ok,
-        f"corruption image_fraction must be a number in [0, 1] or a list of them (each "
-        f"corrupted client draws one), got {raw!r}",
-    )
-    return tuple(float(v) for v in values) if isinstance(raw, list | tuple) else float(raw)
 
 
 def resolved_json(scenario: Scenario) -> str:
     """A scenario as canonical JSON with every default filled in (the workflow's rule
     parameter: spelling a default out, or leaving it out, does not rerun the rule)."""
-    record = {
-        "ratio": scenario.ratio,
-        "severity": scenario.severity,
-        "subsets": list(scenario.subsets),
-        "image_fraction": scenario.image_fraction,
-    }
-    return json.dumps(record, sort_keys=True)
+    return json.dumps(scenario.to_dict(), sort_keys=True)
 
 
 def settings_key(scenario: Scenario, num_clients: int, seed: int) -> str:
     """12 hex digits naming a corrupted store's settings (defaults filled in, plus
     :data:`STORE_FORMAT`): a store built with other settings lives under another path, so a
     changed setting or default makes Snakemake build a new one instead of reusing it."""
-    record = {
-        "format": STORE_FORMAT,
-        "ratio": scenario.ratio,
-        "severity": scenario.severity,
-        "subsets": list(scenario.subsets),
-        "image_fraction": scenario.image_fraction,
-        "clients": num_clients,
-        "seed": seed,
-    }
+    record = {"format": STORE_FORMAT, **scenario.to_dict(), "clients": num_clients, "seed": seed}
     text = json.dumps(record, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -197,11 +223,8 @@ CORRUPTED_ROOT = "results/corrupted"
 
 
 def corruption_of(dataset: dict[str, Any]) -> Scenario | None:
-    """The corruption of a dataset's config entry (None when absent or ratio 0)."""
-    value = dataset.get("corruption")
-    if value is None:
-        return None
-    scenario = scenario_of(value)
+    """The corruption of a dataset's checked config entry (None when ratio 0, e.g. absent)."""
+    scenario = scenario_of(dataset["corruption"])
     return scenario if scenario.ratio > 0 else None
 
 
@@ -212,7 +235,7 @@ def cell_store(config: Any, dataset: str) -> str:
     entry = config.datasets[dataset]
     scenario = corruption_of(entry)
     if scenario is not None:
-        seed = int(entry.get("split", {}).get("seed", 0))
+        seed = int(entry["split"]["seed"])
         return f"{CORRUPTED_ROOT}/{dataset}/{settings_key(scenario, int(entry['clients']), seed)}"
     return f"results/data/{config.store_name(dataset)}"
 

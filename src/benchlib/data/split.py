@@ -12,6 +12,9 @@ Subset modes (``split.mode``):
   down) moves to val, the rest stays test, as the LIGHTYEAR authors' test_val_split.py (1/3);
   or ``split.val_from_train`` of the train samples moves to val instead (test stays whole, e.g.
   Fed-ISIC2019, whose published test set is the benchmark's).
+
+The section's keys, their defaults and the rules of the modes are declared once, in
+:class:`benchlib.settings.SplitSettings`.
 """
 
 from __future__ import annotations
@@ -30,19 +33,10 @@ from benchlib.data.store import OPTIONAL_INDEX_COLUMNS, PreparedData
 from benchlib.errors import BenchlibError, require
 from benchlib.io import write_with_atomic
 from benchlib.seeding import numpy_rng
+from benchlib.settings import SplitSettings, parse_fraction
 
 SUBSETS = ("train", "val", "test")
 SPLIT_COLUMNS = ["sample_id", "client", "subset", "group"]
-
-
-def parse_fraction(value: float | str, what: str) -> Fraction:
-    """A fraction in (0, 1) given as a number or an exact ratio string such as ``"1/3"``."""
-    try:
-        fraction = Fraction(str(value))
-    except (ValueError, ZeroDivisionError) as exc:
-        raise BenchlibError(f"{what}={value!r} is not a number or a ratio like 1/3") from exc
-    require(0 < fraction < 1, f"{what}={value!r} must be between 0 and 1 (exclusive)")
-    return fraction
 
 
 @dataclass(frozen=True)
@@ -61,41 +55,23 @@ class SplitSpec:
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> SplitSpec:
+        """From a dataset spec: its clients, partition and ``split`` section (checked and
+        filled by :class:`benchlib.settings.SplitSettings`)."""
         part = dict(cfg["partition"])
-        split = cfg["split"]
-        mode = str(split.get("mode", "random"))
-        require(
-            mode in _SUBSET_MODES,
-            f"unknown split.mode {mode!r}; choose one of: {', '.join(sorted(_SUBSET_MODES))}",
-        )
-        if mode == "source":
-            require(
-                "val" not in split and "test" not in split,
-                "split.mode source takes split.val_from_test, not split.val / split.test (the "
-                "source fixes train and test); remove them",
-            )
-            require(
-                not ("val_from_test" in split and "val_from_train" in split),
-                "split.val_from_test and split.val_from_train exclude each other; keep one",
-            )
-        else:
-            require(
-                "val_from_test" not in split,
-                "split.val_from_test applies only to split.mode source; remove it or set the mode",
-            )
+        split = SplitSettings.from_config("split", cfg["split"])
         return cls(
             num_clients=int(cfg["clients"]),
             partitioner=str(part.pop("name")),
             partition_params=part,
-            val_fraction=float(split.get("val", 0.0)),
-            test_fraction=float(split.get("test", 0.0)),
-            seed=int(split.get("seed", 0)),
-            mode=mode,
-            val_from_test=parse_fraction(split.get("val_from_test", "1/3"), "split.val_from_test"),
+            val_fraction=float(split.val),
+            test_fraction=float(split.test),
+            seed=split.seed,
+            mode=split.mode,
+            val_from_test=parse_fraction(split.val_from_test, "split.val_from_test"),
             val_from_train=(
-                parse_fraction(split["val_from_train"], "split.val_from_train")
-                if "val_from_train" in split
-                else None
+                None
+                if split.val_from_train is None
+                else parse_fraction(split.val_from_train, "split.val_from_train")
             ),
         )
 

@@ -11,44 +11,42 @@ their image (tv_tensors.Mask), never the photometric ones.
 batches, or training batches no augmentation resized) is centre-cropped to ``eval_crop`` (if
 set) and resized to it, e.g. Isic19's 200 px training crops of 224 px store images (image
 classification: masks are not fitted, so segmentation configs leave ``input_size`` unset).
+The section's keys and defaults are declared in :class:`benchlib.settings.TransformSettings`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from benchlib.catalog import TRANSFORMS
-from benchlib.errors import BenchlibError, require
+from benchlib.errors import BenchlibError
+from benchlib.settings import TransformSettings
 
 
 class Transforms:
     """Normalisation (every batch) and augmentation (training batches) of one dataset."""
 
-    def __init__(self, config: dict[str, Any] | None = None) -> None:
-        config = dict(config or {})
+    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+        settings = TransformSettings.from_config("transforms", config)
         steps = []
-        for step in config.get("train", []):
+        for step in settings.train:
             step = dict(step)
-            name = step.pop("name")
-            require(
-                name in TRANSFORMS,
-                f"unknown transform {name!r}; choose one of: {', '.join(TRANSFORMS)}",
-            )
+            name = step.pop("name")  # one of catalog.TRANSFORMS: the declaration checked it
             try:
                 steps.append(getattr(v2, name)(**step))
             except (TypeError, ValueError) as exc:
                 raise BenchlibError(f"transform {name}: bad parameters {step} ({exc})") from exc
         self.augmentation = v2.Compose(steps) if steps else None
-        norm = config.get("normalize")
+        norm = settings.normalize
         self.normalization = (
             None if norm is None else v2.Normalize(mean=norm["mean"], std=norm["std"])
         )
-        self.input_size = int(config.get("input_size", 0))
-        self.eval_crop = int(config.get("eval_crop", 0))
+        self.input_size = settings.input_size
+        self.eval_crop = settings.eval_crop
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         x = self.fit(x)
@@ -56,9 +54,9 @@ class Transforms:
 
     def fit(self, x: torch.Tensor) -> torch.Tensor:
         """Centre crop (``eval_crop``) and resize an image batch to ``input_size``, if set."""
-        if not self.input_size or x.ndim != 4 or x.shape[-2:] == (self.input_size,) * 2:
+        if self.input_size is None or x.ndim != 4 or x.shape[-2:] == (self.input_size,) * 2:
             return x
-        if self.eval_crop:
+        if self.eval_crop is not None:
             x = v2.functional.center_crop(x, [self.eval_crop, self.eval_crop])
         return v2.functional.resize(x, [self.input_size, self.input_size], antialias=True)
 

@@ -171,7 +171,7 @@ def test_split_spec_modes_and_fraction_parsing():
         spec({"name": "iid"}, {"val": 0.1, "test": 0.1, "val_from_test": 0.3})
     with pytest.raises(BenchlibError, match=r"split.val_from_test='3/2' must be between 0 and 1"):
         spec({"name": "iid"}, {"mode": "source", "val_from_test": "3/2"})
-    with pytest.raises(BenchlibError, match=r"unknown split.mode 'leaf'"):
+    with pytest.raises(BenchlibError, match=r"split: mode: 'leaf' is not one of"):
         spec({"name": "iid"}, {"mode": "leaf", "val": 0.1, "test": 0.1})
 
 

@@ -201,7 +201,7 @@ def test_paper_tables_2_and_3_have_an_erm_column():
     assert "results/runs/tfl_fets/none/erm/k0/seed0/metrics.json" in table3.inputs
     assert table3.spec["quoted"]["OOF"]["erm"] == 83.14
     assert "ERM" not in table3.spec["caption_note"]  # no longer "not run"
-    assert config.methods["erm"] == {"label": "ERM", "params": {}}
+    assert config.methods["erm"] == {"method": "erm", "label": "ERM", "params": {}}
 
 
 @pytest.mark.parametrize(
