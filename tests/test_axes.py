@@ -64,6 +64,22 @@ def test_held_out_and_partition_axes():
     assert config.dataset_spec(split)["partition"] == {"name": "groups", "min_size": 1}
 
 
+def test_every_dataset_a_variant_creates_has_a_split_and_cell_inputs():
+    # the split-only dataset (clients 3) of variant "ana_scale_1p5__clients_3" is its own split
+    config = Config(with_axes({"ana.scale": [1.5], "clients": [3]}))
+    assert sorted(config.datasets) == [
+        "mnist5k",
+        "mnist5k__ana_scale_1p5__clients_3",
+        "mnist5k__clients_3",
+    ]
+    base_store, _ = config.cell_inputs("mnist5k")
+    for dataset in config.datasets:
+        store, split = config.cell_inputs(dataset)
+        assert store == base_store  # the axes change no store
+        assert split == f"results/splits/{config.split_name(dataset)}.csv"
+    assert config.split_name("mnist5k__clients_3") == "mnist5k__clients_3"
+
+
 @pytest.mark.parametrize(
     "axes,message",
     [

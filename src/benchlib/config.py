@@ -210,6 +210,7 @@ class Config:
         if name not in self.datasets:
             self.datasets[name] = apply_axes(self.datasets[base], chosen)
             self.stores[name] = self.stores[base]
+            self.splits[name] = name  # _expand_axes re-points a variant that shares a split
         return name
 
     def _expand_axes(self) -> None:
