@@ -449,7 +449,7 @@ class PaperComparison(ReportKind):
         for experiment, entry in params["compare"].items():
             check_experiments(config, [experiment])
             exp = config.experiments[experiment]
-            methods = [[m, config.methods[m].get("method", m)] for m in exp["methods"]]
+            methods = [[m, config.methods[m]["method"]] for m in exp["methods"]]
             experiments.append(
                 {
                     "experiment": experiment,

@@ -79,9 +79,9 @@ class FedAgainTrust(ReportKind):
             exp = config.experiments[experiment]
             require(method in exp["methods"], f"experiment {experiment} does not run {method}")
             dataset = config.datasets[exp["dataset"]]
-            scenario = scenario_of(dataset.get("corruption", "none"))
+            scenario = scenario_of(dataset["corruption"])
             corrupted = corrupted_clients(
-                int(dataset["clients"]), scenario.ratio, int(dataset["split"].get("seed", 0))
+                int(dataset["clients"]), scenario.ratio, int(dataset["split"]["seed"])
             )
             cell = Cell(experiment, "none", method, 0, int(exp["seeds"][0]))
             panels.append(

@@ -108,7 +108,7 @@ class TopologyFigure(ReportKind):
             check_malfunctions(config, entry["experiment"], params["malfunctions"])
             label = entry.get("label", config.method_label(entry["method"]))
             dataset = config.experiment_dataset(entry["experiment"])
-            row = config.datasets[dataset].get("label", dataset)
+            row = config.datasets[dataset]["label"]
             series.append({**entry, "label": label, "row": row})
         return {
             "name": name,

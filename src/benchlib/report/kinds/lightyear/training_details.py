@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 # optimizer name -> (table label, whether it has a momentum setting)
 OPTIMIZERS: dict[str, tuple[str, bool]] = {"adam": ("Adam", False), "sgd": ("SGD", True)}
 LOSSES: dict[str, str] = {"cross_entropy": "Cross Entropy", "focal": "Weighted Focal Loss"}
-DEFAULT_LOSS = "cross_entropy"
 
 
 def format_number(value: float) -> str:
@@ -48,14 +47,14 @@ def format_number(value: float) -> str:
 
 def _momentum(training: dict[str, Any]) -> str:
     _, has_momentum = OPTIMIZERS.get(training["optimizer"], (training["optimizer"], False))
-    return format_number(training.get("momentum", 0.0)) if has_momentum else "-"
+    return format_number(training["momentum"]) if has_momentum else "-"
 
 
 ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-    ("Loss Function", lambda t: LOSSES.get(t.get("loss", DEFAULT_LOSS), t.get("loss", ""))),
+    ("Loss Function", lambda t: LOSSES.get(t["loss"], t["loss"])),
     ("Optimizer", lambda t: OPTIMIZERS.get(t["optimizer"], (t["optimizer"], False))[0]),
     ("Learning Rate", lambda t: format_number(t["lr"])),
-    ("Weight Decay", lambda t: format_number(t.get("weight_decay", 0.0))),
+    ("Weight Decay", lambda t: format_number(t["weight_decay"])),
     ("Momentum", _momentum),
     ("Batchsize", lambda t: str(t["batch_size"])),
     ("Rounds", lambda t: str(t["rounds"])),

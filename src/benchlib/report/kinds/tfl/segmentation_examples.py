@@ -190,7 +190,7 @@ class SegmentationExamples(ReportKind):
         exp = config.experiments[experiment]
         dataset = config.datasets[exp["dataset"]]
         require(
-            int(dataset["training"].get("save_predictions", 0)) > 0,
+            int(dataset["training"]["save_predictions"]) > 0,
             f"the cells of {experiment} save no predictions; set datasets.{exp['dataset']}."
             "training.save_predictions (e.g. 8)",
         )
@@ -199,7 +199,7 @@ class SegmentationExamples(ReportKind):
             scope != "oof" or bool(dataset.get("held_out")),
             f"{experiment} holds out no clients; use scope: if or set the dataset's held_out",
         )
-        held = set(dataset.get("held_out", []))
+        held = set(dataset["held_out"])
         in_scope = held if scope == "oof" else set(range(dataset["clients"])) - held
         outside = sorted(set(params["clients"]) - in_scope)
         require(not outside, f"clients {outside} are not {scope} clients of {experiment}")

@@ -117,7 +117,7 @@ class TflSimilarityFigure(RunsFigure):
         path, title = single_cell(config, name, params)
         method = params["method"]
         require(
-            config.methods[method].get("method", method) == "tfl",
+            config.methods[method]["method"] == "tfl",
             f"reports.{name}: method {method} is not TFL; only tfl cells record model similarities",
         )
         return {
