@@ -29,6 +29,7 @@ LOG = logging.getLogger("benchlib")
 
 # ---------------------------------------------------------------------------- commands
 def cmd_prepare(args: argparse.Namespace) -> None:
+    from benchlib.config import DEFAULT_TASK
     from benchlib.data.registry import check_local_copy, get_dataset
 
     spec = parse_spec(args.spec)
@@ -38,7 +39,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     params = source.resolve(spec.get("params"))
     check_local_copy(source, spec["dataset"], params)
     LOG.info("preparing dataset %s from source %s -> %s", spec["dataset"], source.name, args.out)
-    source.prepare(Path(args.out), params, task=spec.get("task", "classification"))
+    source.prepare(Path(args.out), params, task=spec.get("task", DEFAULT_TASK))
 
 
 def cmd_download(args: argparse.Namespace) -> None:

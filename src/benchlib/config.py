@@ -159,7 +159,7 @@ class Config:
             k: v for k, v in entries.items() if k not in self.skipped_methods
         }
         self.experiments: dict[str, dict[str, Any]] = {
-            name: {**exp, "methods": [m for m in exp["methods"] if m in self.methods]}
+            name: experiment_entry(name, exp, set(self.methods))
             for name, exp in raw["experiments"].items()
         }
         self._expand_axes()
@@ -282,7 +282,7 @@ class Config:
                 f"methods.{method_id} (method {method!r}) params", entry["params"]
             )
         for name, exp in self.experiments.items():
-            declared = self.raw["experiments"][exp.get("base", name)]["methods"]
+            declared = self.raw["experiments"][exp["base"]]["methods"]
             require(
                 exp["dataset"] in self.datasets,
                 f"experiment {name}: dataset {exp['dataset']!r} is not defined under datasets",
@@ -317,8 +317,8 @@ class Config:
         ds["params"] = source.params.resolve(f"source {source.name!r} params", ds.get("params"))
         for remote in remote_files(ds["source"], ds["params"]):
             check_remote(remote, f"datasets.{name}.params")
-        ds["task"] = ds.get("task", DEFAULT_TASK)
-        ds["label"] = ds.get("label", name)  # tables name the dataset by its id by default
+        ds.setdefault("task", DEFAULT_TASK)
+        ds.setdefault("label", name)  # tables name the dataset by its id by default
         ds["partition"] = partition_settings(ds["partition"])
         ds["split"] = SplitSettings.from_config("split", ds["split"]).to_dict()
         ds["transforms"] = TransformSettings.from_config(
@@ -391,7 +391,7 @@ class Config:
             task=ds["task"],
             transforms=self.given_sections[dataset_name]["transforms"],
             held_out=list(ds["held_out"]),
-            axes=self.experiments[cell.experiment].get("axes_values", {}),
+            axes=self.experiments[cell.experiment]["axes_values"],
         ).to_dict()
 
     def dataset_label(self, dataset: str) -> str:
@@ -420,6 +420,21 @@ class Config:
             "partition": dict(ds["partition"]),
             "split": dict(self.given_sections[dataset]["split"]),
         }
+
+
+def experiment_entry(name: str, entry: dict[str, Any], implemented: set[str]) -> dict[str, Any]:
+    """An ``experiments`` entry with its defaults filled: tables by default, no caption note;
+    ``base`` is the file's experiment it comes from (itself until the grid axes
+    expand it) and ``axes_values`` its axis values (none); only implemented methods."""
+    filled = {
+        "caption_note": "",
+        "default_reports": True,
+        **copy.deepcopy(entry),
+        "base": name,
+        "axes_values": {},
+    }
+    filled["methods"] = [m for m in filled["methods"] if m in implemented]
+    return filled
 
 
 def method_entry(method_id: str, entry: dict[str, Any]) -> dict[str, Any]:

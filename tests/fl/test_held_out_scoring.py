@@ -80,8 +80,8 @@ def test_tfl_table_pooling_option(tmp_path):
         "name": "t", "metric": "roc_auc", "metric_label": "ROC-AUC", "percent": True,
         "decimals": 1, "centralized": [], "methods": [["fedavg", "FedAvg"]],
         "best_round": False, "transmissions": {}, "columns": "methods", "average": False,
-        "rows": [{"label": "OOF", "experiment": "exp", "scope": "oof"}],
-        "cells": {"exp/fedavg": [str(p) for p in paths]},
+        "rows": [{"label": "OOF", "experiment": "exp", "scope": "oof", "block": ""}],
+        "pooling": "pooled", "cells": {"exp/fedavg": [str(p) for p in paths]},
         "title": "T", "caption_note": "", "quoted": {},
     }  # fmt: skip
     kind = get_kind("tfl_table")

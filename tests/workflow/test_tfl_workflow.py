@@ -43,6 +43,9 @@ def table_spec(tmp_path: Path, values: dict[str, list[tuple[list, list]]]) -> tu
         "percent": False,
         "decimals": 3,
         "methods": [[m, m.upper()] for m in values],
+        "centralized": [],
+        "best_round": False,
+        "transmissions": {},
         "rows": [
             {"label": "OOF row", "experiment": "exp", "scope": "oof", "block": "OOF"},
             {"label": "IF row", "experiment": "exp", "scope": "if", "block": "IF"},

@@ -228,8 +228,8 @@ def fetch_with_params(
     return fetch(
         remote,
         params["download_dir"] if folder is None else folder,
-        retries=int(params.get("retries", DEFAULT_RETRIES)),
-        timeout=float(params.get("timeout", DEFAULT_TIMEOUT_S)),
+        retries=int(params["retries"]),
+        timeout=float(params["timeout"]),
         context="the dataset's params",
     )
 

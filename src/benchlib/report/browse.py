@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from benchlib.report.base import Report, ReportConfig
+from benchlib.report.base import Report, ReportConfig, experiment_title
 
 PAPER_LABELS = {"lightyear": "LIGHTYEAR", "fedagain": "FedAgain", "tfl": "TFL"}
 _RUN_INPUT = re.compile(r"results/(?:collected|runs)/([^/]+?)(?:\.csv$|/)")
@@ -68,7 +68,7 @@ def report_paper(report: Report, config: ReportConfig, index: dict[str, str] | N
         return "FedAgain"
     methods = {m for e in experiments for m in config.experiments[e]["methods"]}
     for method_id in sorted(methods):
-        method = config.methods.get(method_id, {}).get("method", method_id)
+        method = config.methods[method_id]["method"]
         if method in ("tfl", "fedagain"):
             return PAPER_LABELS[method]
     return "LIGHTYEAR"
@@ -98,16 +98,16 @@ def report_settings(report: Report, config: ReportConfig) -> dict[str, dict[str,
         dataset = config.experiment_dataset(experiment)
         ds = config.datasets[dataset]
         settings[f"Experiment {experiment}"] = {
-            "title": exp.get("title", experiment),
+            "title": experiment_title(config, experiment),
             "dataset": dataset,
             "methods": ", ".join(config.method_label(m) for m in exp["methods"]),
             "malfunctions": ", ".join(exp["malfunctions"]),
             "k": ", ".join(map(str, exp["k"])),
             "seeds": ", ".join(map(str, exp["seeds"])),
-            "clients": ds.get("clients"),
-            "partition": ds.get("partition"),
-            "model": ds.get("model"),
-            **{f"training.{k}": v for k, v in sorted(ds.get("training", {}).items())},
+            "clients": ds["clients"],
+            "partition": ds["partition"],
+            "model": ds["model"],
+            **{f"training.{k}": v for k, v in sorted(ds["training"].items())},
             **({"malfunction": ds["malfunction"]} if "malfunction" in ds else {}),
         }
     return settings

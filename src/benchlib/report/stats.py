@@ -64,13 +64,8 @@ class MetricDisplay:
 
     @classmethod
     def from_spec(cls, spec: dict) -> MetricDisplay:
-        """From a spec written by :meth:`as_spec` (defaults: today's accuracy in percent)."""
-        return cls.resolve(
-            spec.get("metric", "accuracy"),
-            spec.get("percent"),
-            spec.get("decimals"),
-            spec.get("metric_label"),
-        )
+        """From a spec written by :meth:`as_spec` (every field resolved there)."""
+        return cls(spec["metric"], spec["metric_label"], spec["percent"], spec["decimals"])
 
     @property
     def column(self) -> str:

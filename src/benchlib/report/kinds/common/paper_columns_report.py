@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchlib.report.statistics import (
-    CONFIDENCE,
-    RESAMPLES,
     interval_frame,
     is_lower_better,
     test_frame,
@@ -65,14 +63,14 @@ def column_statistics(
     intervals = interval_frame(
         units,
         KEYS,
-        options.get("confidence", CONFIDENCE),
-        options.get("resamples", RESAMPLES),
+        options["confidence"],
+        options["resamples"],
     )
     tests = test_frame(
         units,
         KEYS,
         lambda key: is_lower_better(key[2]),
-        options.get("test", "paired_t"),
+        options["test"],
         references,
     )
     return intervals, tests
@@ -97,13 +95,13 @@ def markdown(
     """The report text: the scale first, then a summary line per column, then each column."""
     from benchlib.report.kinds.common.paper_tables import SCALES
 
-    confidence = round(100 * spec.get("confidence", CONFIDENCE))
+    confidence = round(100 * spec["confidence"])
     cells_read = int(frame["cells"].sum())
-    seeds = ", ".join(map(str, sorted({int(s) for s in spec.get("seeds", [])}))) or "-"
+    seeds = ", ".join(map(str, sorted({int(s) for s in spec["seeds"]}))) or "-"
     lines = [
         f"# {spec['title']}",
         "",
-        f"**Scale of this run: {SCALES[spec['scale']]}.** {spec.get('scale_note', '')}".rstrip(),
+        f"**Scale of this run: {SCALES[spec['scale']]}.** {spec['scale_note']}".rstrip(),
         "",
         f"Cell scores: {cells_read} (a cell counts once per column it fills); seeds: {seeds}.",
         "",
@@ -129,7 +127,7 @@ def markdown(
         tau = taus[(taus[KEYS] == list(key)).all(axis=1)]
         test = tests[(tests[KEYS] == list(key)).all(axis=1)]
         lower = is_lower_better(key[2])
-        compared = part[~part["method"].isin(spec.get("references", []))].dropna(subset=["paper"])
+        compared = part[~part["method"].isin(spec["references"])].dropna(subset=["paper"])
         paper_best = (
             compared.sort_values("paper", ascending=lower)["method"].iloc[0]
             if len(compared)

@@ -65,6 +65,8 @@ if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
 
 PAPER_VALUES = "config/paper_values/lightyear.csv"
+DEFAULT_METRIC = "accuracy"  # a compare entry's collected metric unless it names one
+NO_READING = "-"  # a compare entry's reading unless it names one
 COMPARE = {
     "type": "object",
     "minProperties": 1,
@@ -75,10 +77,15 @@ COMPARE = {
         "properties": {
             "dataset": {"type": "string", "description": "the paper's dataset (paper values)"},
             "scale": {"enum": sorted(SCALES)},
-            "metric": {"type": "string", "description": "collected metric (default accuracy)"},
+            "metric": {
+                "type": "string",
+                "description": "collected metric",
+                "default": DEFAULT_METRIC,
+            },
             "reading": {
                 "type": "string",
                 "description": "which methods' definitions ran, e.g. authors' code / originals",
+                "default": NO_READING,
             },
         },
     },
@@ -110,17 +117,17 @@ def compare_frame(
         rows = collected[collected["experiment"] == exp["experiment"]]
         if rows.empty:
             continue
-        column = f"test_{exp.get('metric', 'accuracy')}"
+        column = f"test_{exp['metric']}"
         require(column in rows.columns, f"collected results lack {column}")
         for malfunction in exp["malfunctions"]:
             cells = rows[(rows["malfunction"] == malfunction) & (rows["k"] > 0)]
             if cells.empty:
                 continue
-            stats = summarise(cells, metric=exp.get("metric", "accuracy"))
+            stats = summarise(cells, metric=exp["metric"])
             stats = stats.assign(
                 experiment=exp["experiment"],
                 scale=exp["scale"],
-                reading=exp.get("reading", "-"),
+                reading=exp["reading"],
                 dataset=exp["dataset"],
                 malfunction=malfunction,
                 paper_method=stats["method_id"].map(dict(exp["methods"])),
@@ -211,7 +218,7 @@ def _summary_lines(
     for row in reading_summary(frame, taus).itertuples():
         exp = experiments[row.experiment]
         lines.append(
-            f"| {exp['title']} | {exp.get('reading', '-')} | {exp['scale']} | {row.cells} | "
+            f"| {exp['title']} | {exp['reading']} | {exp['scale']} | {row.cells} | "
             f"{row.compared} | {row.within} | {_num(row.median_abs_difference)} | "
             f"{_num(row.mean_kendall_tau, 2)} |"
         )
@@ -226,7 +233,7 @@ def _readings_lines(experiments: dict[str, dict[str, Any]], frame: pd.DataFrame)
         runs = list(dict.fromkeys(part["experiment"]))
         if len(runs) < 2:
             continue
-        names = [f"{experiments[r].get('reading', r)} ({r})" for r in runs]
+        names = [f"{experiments[r]['reading']} ({r})" for r in runs]
         lines += [
             f"## {dataset}: both readings per method",
             "",
@@ -268,7 +275,7 @@ def markdown(
         pd.DataFrame(columns=[*LIGHTYEAR_KEYS, "method"]) if intervals is None else intervals
     )
     tests = pd.DataFrame(columns=LIGHTYEAR_KEYS) if tests is None else tests
-    confidence = round(100 * spec.get("confidence", CONFIDENCE))
+    confidence = round(100 * spec["confidence"])
     experiments = {exp["experiment"]: exp for exp in spec_value(spec, "experiments")}
     lines = [f"# {spec_value(spec, 'title')}", ""]
     lines += [
@@ -279,7 +286,7 @@ def markdown(
         "agreement of the methods' order per column (1 = same order, -1 = reversed). "
         f"{confidence} % CI: percentile bootstrap (seeded) of our mean over the cell's seeds x "
         "clients. Best vs. second: our best method of the column against our second, a "
-        f"two-sided {PAIRED_TESTS[spec.get('test', 'paired_t')].label} over the same seeds x "
+        f"two-sided {PAIRED_TESTS[spec['test']].label} over the same seeds x "
         "clients (`n too small` where there are too few pairs); these statistics are ours, "
         "the paper gives none.",
         "",
@@ -289,7 +296,7 @@ def markdown(
         "|---|---|---|---|",
     ]
     for exp in spec_value(spec, "experiments"):
-        reading = exp.get("reading", "-")
+        reading = exp["reading"]
         lines.append(f"| {exp['title']} | {exp['dataset']} | {SCALES[exp['scale']]} | {reading} |")
     compared = frame.dropna(subset=["paper"])
     within = compared["within_2std"].astype(bool)
@@ -456,18 +463,21 @@ class PaperComparison(ReportKind):
                     "title": experiment_title(config, experiment),
                     "malfunctions": list(exp["malfunctions"]),
                     "methods": methods,
+                    "metric": DEFAULT_METRIC,
+                    "reading": NO_READING,
                     **entry,
                 }
             )
         return {
             "name": name,
+            "mode": "compare",
             "paper_values": str(values),
             "experiments": experiments,
             **options,
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
-        if spec.get("mode") == "columns":
+        if spec["mode"] == "columns":
             return [spec["paper_values"], *spec_inputs(spec["columns"])]
         return [spec["paper_values"]] + [
             f"results/collected/{exp['experiment']}/{malfunction}.csv"
@@ -483,7 +493,7 @@ class PaperComparison(ReportKind):
             len(inputs) >= 2 and Path(inputs[0]).name.endswith(".csv"),
             "paper_comparison reads the paper values CSV, then the cells' files; pass --collected",
         )
-        render = _render_columns if spec.get("mode") == "columns" else _render_lightyear
+        render = _render_columns if spec["mode"] == "columns" else _render_lightyear
         text = render(spec, [Path(p) for p in inputs], Path(outputs[1]))
         write_text_atomic(outputs[0], text + "\n")
 
@@ -508,8 +518,8 @@ def _render_columns(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> str:
     paper = read_table_values(inputs[0])
     cells, units = score_columns(spec_value(spec, "columns"), inputs[1:])
     frame = report.compare_columns(cells, paper)
-    taus = report.column_taus(frame, spec.get("references", []))
-    intervals, tests = report.column_statistics(units, spec.get("references", []), spec)
+    taus = report.column_taus(frame, spec["references"])
+    intervals, tests = report.column_statistics(units, spec["references"], spec)
     report.plot_columns(frame, spec_value(spec, "title"), pdf)
     seeds = sorted({int(cell[1]) for cell in cells["cell"]})  # cell: (experiment, seed)
     return report.markdown({**spec, "seeds": seeds}, frame, taus, intervals, tests, pdf.name)

@@ -7,8 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from benchlib.report.statistics import (
-    CONFIDENCE,
-    RESAMPLES,
     Interval,
     format_interval,
     interval_frame,
@@ -29,7 +27,7 @@ def lightyear_units(collected: pd.DataFrame, experiments: list[dict[str, Any]]) 
 
     parts = []
     for exp in experiments:
-        column = f"test_{exp.get('metric', 'accuracy')}"
+        column = f"test_{exp['metric']}"
         rows = collected[(collected["experiment"] == exp["experiment"]) & (collected["k"] > 0)]
         rows = rows[rows["malfunction"].isin(exp["malfunctions"])].dropna(subset=[column])
         parts.append(
@@ -53,15 +51,15 @@ def lightyear_statistics(
     intervals = interval_frame(
         units,
         LIGHTYEAR_KEYS,
-        options.get("confidence", CONFIDENCE),
-        options.get("resamples", RESAMPLES),
+        options["confidence"],
+        options["resamples"],
     )
-    metric = {e["experiment"]: e.get("metric", "accuracy") for e in experiments}
+    metric = {e["experiment"]: e["metric"] for e in experiments}
     tests = test_frame(
         units,
         LIGHTYEAR_KEYS,
         lambda key: is_lower_better(metric[key[0]]),
-        options.get("test", "paired_t"),
+        options["test"],
     )
     return intervals, tests
 

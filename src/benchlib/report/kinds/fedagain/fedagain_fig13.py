@@ -82,7 +82,7 @@ def axis_variants(config: ReportConfig, base: str, axis: str) -> list[tuple[str,
     found = [
         (name, exp["axes_values"][axis])
         for name, exp in config.experiments.items()
-        if exp.get("base") == base and axis in exp.get("axes_values", {})
+        if exp["base"] == base and axis in exp["axes_values"]
     ]
     require(
         bool(found),
@@ -189,7 +189,7 @@ def summary_frame(spec: dict[str, Any], collected: pd.DataFrame) -> pd.DataFrame
     )
     rows = []
     for panel in spec["panels"]:
-        for row in spec.get("rows", ["corruption", "clients"]):
+        for row in spec["rows"]:
             for position, (experiment, label) in enumerate(panel[row]):
                 for method_id, method in spec["methods"]:
                     if (experiment, method_id) not in stats.index:
@@ -257,13 +257,14 @@ class FedAgainFig13(ReportKind):
         panels, inputs = [], []
         methods: list[str] | None = params["methods"]
         rows = list(params["rows"])
+        experiments = config.experiments.values()
         for panel in params["panels"]:
             entry: dict[str, Any] = {"title": panel["title"]}
             for row in rows:
                 require(row in panel, f"panel {panel['title']} names no {row} experiment")
                 base = panel[row]
                 require(
-                    any(e.get("base") == base for e in config.experiments.values()),
+                    any(e["base"] == base and e["axes_values"] for e in experiments),
                     f"experiment {base!r} (panel {panel['title']}, {row}) is not defined under "
                     "experiments with grid axes",
                 )
@@ -308,7 +309,7 @@ def plot_fig13(spec: dict[str, Any], frame: pd.DataFrame, pdf: Path, png: Path) 
     panels = [p["title"] for p in spec["panels"]]
     methods = [label for _, label in spec["methods"]]
     colours = dict(zip(methods, ["tab:green", "tab:red", "tab:blue", "tab:orange"], strict=False))
-    rows = spec.get("rows", ["corruption", "clients"])
+    rows = spec["rows"]
     xlabels = {"corruption": "corruption scenario", "clients": "number of clients"}
     fig, axes = plt.subplots(
         len(rows), len(panels), figsize=(4.2 * len(panels), 3.1 * len(rows)), squeeze=False

@@ -24,6 +24,7 @@ from benchlib.report.base import (
     ReportKind,
     check_experiments,
     check_outputs,
+    experiment_title,
     register_kind,
     required_param,
 )
@@ -86,7 +87,7 @@ class FedAgainTrust(ReportKind):
             cell = Cell(experiment, "none", method, 0, int(exp["seeds"][0]))
             panels.append(
                 {"experiment": experiment,
-                 "title": f"{exp.get('title', experiment)}: {scenario.ratio * 100:g} % "
+                 "title": f"{experiment_title(config, experiment)}: {scenario.ratio * 100:g} % "
                  f"corrupted, severity {scenario.severity}",
                  "corrupted": corrupted, "metrics": f"{cell.run_dir}/metrics.json"}
             )  # fmt: skip

@@ -44,7 +44,7 @@ NAMES = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": 
 
 def curve_frame(spec: dict[str, Any], inputs: list[Path]) -> pd.DataFrame:
     """Mean and std over clients per (panel, method label, round), values scaled for display."""
-    scale = 100.0 if spec.get("percent", True) else 1.0
+    scale = 100.0 if spec["percent"] else 1.0
     return scaled_round_stats(spec_value(spec, "runs"), inputs, ["panel", "label"], scale)
 
 
@@ -119,7 +119,7 @@ class GammaFigure(RunsFigure):
                 )
             ax.set_title(panel)
             ax.set_xlabel("round")
-            ax.set_ylabel("validation " + ("(%)" if spec.get("percent", True) else "metric"))
+            ax.set_ylabel("validation " + ("(%)" if spec["percent"] else "metric"))
             ax.legend(fontsize="small")
         figure.suptitle(spec_value(spec, "title"))
         return figure

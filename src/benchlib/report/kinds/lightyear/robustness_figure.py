@@ -150,7 +150,7 @@ class RobustnessFigure(ReportKind):
         return {
             f"{e}_robustness": {"experiments": [e]}
             for e, exp in config.experiments.items()
-            if exp.get("default_reports", True)
+            if exp["default_reports"]
         }
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
@@ -208,6 +208,6 @@ class RobustnessFigure(ReportKind):
             outputs[0],
             outputs[1],
             display,
-            spec.get("std", False),
+            spec["std"],
             order,
         )

@@ -206,7 +206,7 @@ class RobustnessTable(ReportKind):
         return {
             f"{e}_{m}": {"experiment": e, "malfunction": m}
             for e, exp in config.experiments.items()
-            if exp.get("default_reports", True)
+            if exp["default_reports"]
             for m in exp["malfunctions"]
         }
 
@@ -226,7 +226,7 @@ class RobustnessTable(ReportKind):
             "k": exp["k"],
             "title": title,
             "clients": config.datasets[exp["dataset"]]["clients"],
-            "note": exp.get("caption_note", ""),
+            "note": exp["caption_note"],
             **metric_display(params).as_spec(),
             **(
                 {"statistics": {key: params[key] for key in ("test", "confidence", "resamples")}}
@@ -253,7 +253,7 @@ class RobustnessTable(ReportKind):
             spec_value(spec, "k"),
             spec_value(spec, "title"),
             spec_value(spec, "clients"),
-            spec.get("note", ""),
+            spec["note"],
             MetricDisplay.from_spec(spec),
             spec.get("name"),
             spec.get("statistics"),

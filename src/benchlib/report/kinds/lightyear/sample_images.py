@@ -63,9 +63,9 @@ def draw_samples(spec: dict[str, Any], data: Any) -> tuple[Any, list[tuple[str, 
     """The matplotlib figure of a spec and a loaded store, and the rows it shows."""
     plt = pyplot()
     by, per_row = spec_value(spec, "by"), int(spec_value(spec, "per_row"))
-    chosen = choose_samples(data.index, by, per_row, int(spec.get("seed", 0)))
+    chosen = choose_samples(data.index, by, per_row, int(spec["seed"]))
     names = spec.get("row_labels") or {}
-    masks = data.arrays.get("masks") if spec.get("masks", True) else None
+    masks = data.arrays.get("masks") if spec["masks"] else None
     figure, axes = plt.subplots(
         len(chosen), per_row, figsize=(1.3 * per_row + 1.2, 1.3 * len(chosen)), squeeze=False
     )
@@ -84,8 +84,8 @@ def draw_samples(spec: dict[str, Any], data: Any) -> tuple[Any, list[tuple[str, 
                 ax.imshow(image, interpolation="nearest")
             if masks is not None and masks[rows[column]].any():
                 outline(ax, masks[rows[column]])
-        line[0].set_ylabel(names.get(value, f"{spec.get('row_title', by)} {value}"), fontsize=8)
-    if spec.get("title"):
+        line[0].set_ylabel(names.get(value, f"{spec['row_title']} {value}"), fontsize=8)
+    if spec["title"]:
         figure.suptitle(spec["title"], fontsize=10)
     figure.tight_layout()
     return figure, chosen

@@ -40,7 +40,7 @@ def scale_variants(config: ReportConfig, experiment: str) -> list[tuple[float, s
     found = [
         (float(exp["axes_values"][AXIS]), name)
         for name, exp in config.experiments.items()
-        if exp.get("base") == experiment and AXIS in exp.get("axes_values", {})
+        if exp["base"] == experiment and AXIS in exp["axes_values"]
     ]
     require(
         bool(found),

@@ -143,6 +143,6 @@ class TopologyFigure(ReportKind):
             outputs[0],
             outputs[1],
             MetricDisplay.from_spec(spec),
-            spec.get("std", False),
+            spec["std"],
             [s["label"] for s in spec["series"]],
         )

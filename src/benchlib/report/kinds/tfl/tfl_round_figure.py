@@ -53,7 +53,7 @@ class TflRoundFigure(RunsFigure):
         runs, scope = scoped_runs(config, name, [experiment], params)
         metric = params["metric"]
         dataset = config.datasets[config.experiments[experiment]["dataset"]]
-        tracked = dataset["training"].get("round_metrics", [])
+        tracked = dataset["training"]["round_metrics"]
         require(
             metric in tracked,
             f"reports.{name}: experiment {experiment} records no per-round {metric}; add it to "

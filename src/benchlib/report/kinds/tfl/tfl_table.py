@@ -193,7 +193,7 @@ class TflTable(ReportKind):
     )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
-        rows = [dict(r) for r in params["rows"]]
+        rows = [{"block": "", **r} for r in params["rows"]]  # no block heading by default
         centralized = list(params["centralized"])
         methods = centralized + list(params["methods"])
         both = sorted(set(centralized) & set(params["methods"]))
@@ -207,7 +207,7 @@ class TflTable(ReportKind):
                 f"reports.{name}: experiment {row['experiment']} has no methods {missing}",
             )
             if row["scope"] == "oof":
-                held = config.datasets[exp["dataset"]].get("held_out", [])
+                held = config.datasets[exp["dataset"]]["held_out"]
                 require(
                     bool(held),
                     f"reports.{name}: row {row['label']!r} is OOF but experiment "
@@ -226,7 +226,7 @@ class TflTable(ReportKind):
         )
         best = bool(params["best_round"])
         segmentation = any(
-            config.datasets[config.experiments[r["experiment"]]["dataset"]].get("task")
+            config.datasets[config.experiments[r["experiment"]]["dataset"]]["task"]
             == "segmentation"
             for r in rows
         )
@@ -277,7 +277,7 @@ class TflTable(ReportKind):
         )
         for row in rows:
             dataset = config.experiments[row["experiment"]]["dataset"]
-            tracked = config.datasets[dataset]["training"].get("round_metrics", [])
+            tracked = config.datasets[dataset]["training"]["round_metrics"]
             require(
                 metric in tracked,
                 f"reports.{name}: best_round needs per-round {metric}; add it to "
@@ -307,7 +307,7 @@ class TflTable(ReportKind):
     def values(self, spec: dict[str, Any], inputs: list[Path]) -> dict[tuple[str, str], list]:
         """(row label, method id) -> per-seed final values."""
         column = MetricDisplay.from_spec(spec).column
-        pooling = spec.get("pooling", "pooled")
+        pooling = spec["pooling"]
         return {
             (row["label"], method_id): [
                 cell_value(metrics, row["scope"], column, str(path), pooling)
@@ -322,7 +322,7 @@ class TflTable(ReportKind):
         centralized method}. The best round is that of the best mean over seeds of the
         per-round scope means (``history.round_metrics``)."""
 
-        centralized = {m for m, _ in spec.get("centralized", [])}
+        centralized = {m for m, _ in spec["centralized"]}
         found = {}
         for row, method_id, seeds in self._metrics_of(spec, inputs):
             where = f"table {spec['name']}, {row['label']}, {method_id}"
@@ -362,7 +362,7 @@ class TflTable(ReportKind):
         from benchlib.report.latex import render_template
 
         check_outputs(self, outputs)
-        best = bool(spec.get("best_round", False))
+        best = bool(spec["best_round"])
         found = self.best_values(spec, inputs) if best else None
         values = (
             {key: entry["values"] for key, entry in found.items()}
@@ -371,7 +371,7 @@ class TflTable(ReportKind):
         )
         cells = _Cells(spec, values, found)
         layout = _by_methods(spec, cells) if spec["columns"] == "methods" else _by_rows(spec, cells)
-        sends = spec.get("transmissions", {})
+        sends = spec["transmissions"]
         text = render_template(
             "tfl_table.tex.j2",
             version=__version__,
@@ -381,9 +381,9 @@ class TflTable(ReportKind):
             percent=cells.display.percent,
             seeds=max(len(v) for v in values.values()),
             note=spec["caption_note"],
-            centralized=[label for _, label in spec.get("centralized", [])],
+            centralized=[label for _, label in spec["centralized"]],
             best_round=best,
-            pooled=spec.get("pooling", "pooled") == "pooled" and not best,
+            pooled=spec["pooling"] == "pooled" and not best,
             transmissions=[
                 (label, sends[m]) for m, label in spec["methods"] if sends.get(m, 1) != 1
             ]
@@ -397,7 +397,7 @@ class TflTable(ReportKind):
 
 def all_methods(spec: dict[str, Any]) -> list[list[str]]:
     """[method id, label] of the centralized methods, then the federated ones."""
-    return [*spec.get("centralized", []), *spec["methods"]]
+    return [*spec["centralized"], *spec["methods"]]
 
 
 class _Cells:
@@ -412,7 +412,7 @@ class _Cells:
     ) -> None:
         self.spec, self.values, self.found = spec, values, found
         self.display = MetricDisplay.from_spec(spec)
-        self.central = {m for m, _ in spec.get("centralized", [])}
+        self.central = {m for m, _ in spec["centralized"]}
 
     def subcolumns(self, method_id: str) -> list[str]:
         if self.found is None:
@@ -458,7 +458,7 @@ def _by_methods(spec: dict[str, Any], cells: _Cells) -> dict[str, Any]:
     methods = all_methods(spec)
     header = [{"label": label, "span": len(cells.subcolumns(m))} for m, label in methods]
     groups = []
-    if spec.get("centralized"):
+    if spec["centralized"]:
         spans = [h["span"] for h in header]
         split = sum(spans[: len(spec["centralized"])])
         groups = [
@@ -473,7 +473,7 @@ def _by_methods(spec: dict[str, Any], cells: _Cells) -> dict[str, Any]:
         return [c for m, _ in methods for c in of(row["label"], m)]
 
     body = [
-        {"block": row.get("block", ""), "label": row["label"], "cells": line(row, cells.ours)}
+        {"block": row["block"], "label": row["label"], "cells": line(row, cells.ours)}
         for row in spec["rows"]
     ]
     paper = [
@@ -501,7 +501,7 @@ def _by_rows(spec: dict[str, Any], cells: _Cells) -> dict[str, Any]:
             mean = float(np.mean([float(np.mean(v)) for v in values]))
             shown.append(f"{display.scale(mean):.{display.decimals}f}")
         block = ""
-        if spec.get("centralized"):
+        if spec["centralized"]:
             block = "Centralized" if method_id in cells.central else "Federated"
         body.append({"block": block, "label": label, "cells": shown})
         if any(method_id in spec["quoted"].get(r["label"], {}) for r in rows):
