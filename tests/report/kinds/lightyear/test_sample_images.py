@@ -36,8 +36,17 @@ def rgb_store(out: Path) -> Path:
 
 
 def spec(**extra) -> dict:
-    return {"name": "fig", "store": "", "by": "group", "per_row": 4, "seed": 0, "masks": True,
-            "row_title": "group", "title": "", **extra}
+    return {
+        "name": "fig",
+        "store": "",
+        "by": "group",
+        "per_row": 4,
+        "seed": 0,
+        "masks": True,
+        "row_title": "group",
+        "title": "",
+        **extra,
+    }
 
 
 def shown(figure) -> list[list[np.ndarray]]:
