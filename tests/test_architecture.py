@@ -130,3 +130,88 @@ def test_test_modules_share_helpers_only_through_conftest_and_helpers():
             if len(words) >= 2 and words[0] in ("from", "import"):
                 module = words[1].split(".")[0]
                 assert module not in names, f"{path}: imports test module {module}; use helpers/"
+
+
+# Config data: what a config file, a report's parameters or a spec built from them holds. The
+# config fills every declared default when it loads, so code that reads config data indexes it;
+# a ``.get(key, default)`` on it would be a second declaration of a default. These are the ones
+# that remain (src path, the call) -> why.
+CONFIG_RECEIVERS = {"spec", "params", "exp", "ds", "dataset", "entry", "model", "section",
+                    "training", "options", "settings", "raw", "row", "panel", "config"}  # fmt: skip
+# fmt: off
+CONFIG_FALLBACKS = {
+    ("catalog.py", "model.get('init', MODEL_INIT.default)"):
+        "the fill site of a model section: reads the declared default",
+    ("config.py", "ds.get('params', {})"):
+        "checks the file's own entry before its params are filled on the next line",
+    ("cli.py", "spec.get('task', DEFAULT_TASK)"):
+        "benchlib prepare takes a hand-written --spec too; the same constant the config fills",
+    ("html_report.py", "spec.get('title', tex.stem)"):
+        "benchlib table-html --settings is optional and may be hand-written",
+    ("html_report.py", "spec.get('settings', {})"):
+        "benchlib table-html --settings is optional and may be hand-written",
+    ("html_report.py", "spec.get('title', 'Targets')"):
+        "benchlib report-status --spec may be hand-written",
+    ("report/base.py", "config.experiments[experiment].get('title', experiment)"):
+        "an experiment's title is optional (browse shows untitled ones by id); its one fallback",
+    ("report/kinds/lightyear/topology_figure.py",
+     "entry.get('label', config.method_label(entry['method']))"):
+        "a line's label is optional; it falls back to the method's label, not a constant",
+    ("report/kinds/tfl/tfl_table.py", "spec['transmissions'].get(method_id, 1)"):
+        "transmissions is a sparse map (declared: methods not named send 1 model a round)",
+    ("report/kinds/tfl/tfl_table.py", "spec['quoted'].get(r['label'], {})"):
+        "quoted is a sparse map: the paper prints numbers for some rows only",
+    ("report/kinds/tfl/tfl_table.py",
+     "spec['cells'].get(f\"{row['experiment']}/{method_id}\", [])"):
+        "a hand-written spec may lack a cell list; the next line names it in a clear error",
+    ("data/download.py", "params.get(remote.url_param, remote.url)"):
+        "optional per-dataset override (declared unset); the pinned URL is the remote file's",
+    ("data/download.py", "params.get(remote.sha256_param, remote.sha256)"):
+        "optional per-dataset override (declared unset); the pinned sha256 is the remote file's",
+    ("data/download.py", "params.get(remote.md5_param, remote.md5)"):
+        "optional per-dataset override (declared unset); the pinned md5 is the remote file's",
+    ("data/download.py", "params.get(remote.size_param, remote.size)"):
+        "optional per-dataset override (declared unset); the pinned size is the remote file's",
+    ("data/sources/chexmask.py", "params.get('chexmask_url', CHEXMASK_URL)"):
+        "optional override of the masks CSV's URL (declared unset), as for every remote file",
+    ("data/sources/isic2019.py", "params.get('store_side', side)"):
+        "declared unset: absent means the stored side equals the preprocessing side",
+    ("axes.py", "section.get(malfunction, {})"):
+        "merges a grid axis value into a malfunction section the file may not have",
+}
+# fmt: on
+
+
+def config_fallbacks() -> set[tuple[str, str]]:
+    """Every ``<config data>.get(key, default)`` call in src/benchlib: (path, source)."""
+    import ast
+
+    root = REPO / "src" / "benchlib"
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get"
+                and len(node.args) == 2
+            ):
+                continue
+            receiver = node.func.value
+            while isinstance(receiver, ast.Subscript | ast.Attribute):
+                receiver = receiver.value
+            if isinstance(receiver, ast.Name) and receiver.id in CONFIG_RECEIVERS:
+                found.add((path.relative_to(root).as_posix(), ast.unparse(node)))
+    return found
+
+
+def test_config_data_is_read_without_second_defaults():
+    found = config_fallbacks()
+    assert ("report/base.py", "config.experiments[experiment].get('title', experiment)") in found
+    new = sorted(found - set(CONFIG_FALLBACKS))
+    assert not new, (
+        "these calls give config data a second default; fill it where the config loads (a "
+        f"declared Param or the entry's defaults) and index it, or add the reason here: {new}"
+    )
+    stale = sorted(set(CONFIG_FALLBACKS) - found)
+    assert not stale, f"remove these entries, the calls are gone: {stale}"

@@ -41,32 +41,32 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def round_scalars(entry: dict[str, Any]) -> Iterator[tuple[str, float]]:
+def round_scalars(line: dict[str, Any]) -> Iterator[tuple[str, float]]:
     """(tag, value) of every scalar of one progress line."""
-    clients = entry.get("clients", [])
-    for key, values in entry.items():
+    clients = line.get("clients", [])
+    for key, values in line.items():
         if key.startswith("val_") and isinstance(values, list):
             finite = [n for n in map(_number, values) if n is not None]
             for client, value in zip(clients, values, strict=False):
                 if (number := _number(value)) is not None:
                     yield f"{key}/client_{client}", number
-            mean = _number(entry.get("mean_val")) if key != "val_loss" else None
+            mean = _number(line.get("mean_val")) if key != "val_loss" else None
             if key == "val_loss" and finite:
                 mean = sum(finite) / len(finite)
             if mean is not None:
                 yield f"{key}/mean", mean
-    if (seconds := _number(entry.get("seconds"))) is not None:
+    if (seconds := _number(line.get("seconds"))) is not None:
         yield "round/seconds", seconds
-    for client, chosen in enumerate(entry.get("selections") or []):
+    for client, chosen in enumerate(line.get("selections") or []):
         if isinstance(chosen, list):
             yield f"selections/client_{client}", float(len(chosen))
-    for client, row in enumerate(entry.get("scores") or []):
+    for client, row in enumerate(line.get("scores") or []):
         finite = [n for n in map(_number, row or []) if n is not None]
         if finite:
             yield f"scores/client_{client}", sum(finite) / len(finite)
-    if "schedule" in entry:
-        yield "malfunctions/count", float(len(entry["schedule"] or {}))
-    for name, value in (entry.get("round_metrics") or {}).items():
+    if "schedule" in line:
+        yield "malfunctions/count", float(len(line["schedule"] or {}))
+    for name, value in (line.get("round_metrics") or {}).items():
         if isinstance(value, list):
             for client, item in enumerate(value):
                 if (number := _number(item)) is not None:
@@ -85,9 +85,9 @@ class RoundWriter:
         Path(folder).mkdir(parents=True, exist_ok=True)
         self.writer = SummaryWriter(str(folder), purge_step=first_round or None)
 
-    def add_round(self, entry: dict[str, Any]) -> None:
-        for tag, value in round_scalars(entry):
-            self.writer.add_scalar(tag, value, global_step=int(entry["round"]))
+    def add_round(self, line: dict[str, Any]) -> None:
+        for tag, value in round_scalars(line):
+            self.writer.add_scalar(tag, value, global_step=int(line["round"]))
         self.writer.flush()
 
     def close(self) -> None:
