@@ -108,13 +108,14 @@ class TflTopologyFigure(RunsFigure):
         for c in nodes:
             x, y = pos[c]
             left.scatter(x, y, s=3000 * prior[c], color=colours[group_of(groups, c)], zorder=2,
-                         edgecolors="black", linewidths=0.5)  # fmt: skip
+                         edgecolors="black", linewidths=0.5, clip_on=False)  # fmt: skip
             left.annotate(str(c), (x, y), ha="center", va="center", fontsize=7, zorder=3)
         for g in names:
             left.scatter([], [], color=colours[g], label=g)
         left.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
         left.set_title(f"round {update['round']}: {len(update['edges'])} edges", fontsize=9)
         left.set_aspect("equal")
+        left.margins(0.15)  # room for a node whose prior is near 1 (its disc is the largest)
         left.axis("off")
         lam = summary.get("lambda") or []
         for k, client in enumerate(federation):
