@@ -140,7 +140,7 @@ CONFIG_RECEIVERS = {"spec", "params", "exp", "ds", "dataset", "entry", "model", 
                     "training", "options", "settings", "raw", "row", "panel", "config"}  # fmt: skip
 # fmt: off
 CONFIG_FALLBACKS = {
-    ("catalog.py", "model.get('init', MODEL_INIT.default)"):
+    ("models/catalog.py", "model.get('init', MODEL_INIT.default)"):
         "the fill site of a model section: reads the declared default",
     ("config.py", "ds.get('params', {})"):
         "checks the file's own entry before its params are filled on the next line",

@@ -1,9 +1,7 @@
-"""The torch-free catalog agrees with the implementations; config checks never import torch."""
+"""The torch-free declarations name working implementations; config checks never import torch."""
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import subprocess
 import sys
 
@@ -11,45 +9,59 @@ import pytest
 from conftest import REPO
 from torchvision.transforms import v2
 
-from benchlib.catalog import MALFUNCTIONS, METHODS, MODELS, TRANSFORMS
 from benchlib.config import schema
 from benchlib.errors import BenchlibError
+from benchlib.fl.malfunction_catalog import MALFUNCTIONS
+from benchlib.methods.catalog import METHODS
+from benchlib.models.catalog import MODELS
 from benchlib.registry import Registry
+from benchlib.settings import TRANSFORMS
 
 
 @pytest.mark.parametrize("name", METHODS.names())
-def test_catalog_methods_match_their_classes(name):
-    from benchlib.methods.base import get_method_class
+def test_every_declared_method_builds_from_its_declaration_alone(name):
+    """The declaration is complete: every variant builds with no parameter given, the class it
+    names has the declared topology, and the instance carries the declared name."""
+    from benchlib.methods.base import build_method, get_method_class
 
-    entry = METHODS.get(name)
-    cls = get_method_class(name)
-    assert cls.name == name and cls.topology == entry.topology
-    signature = inspect.signature(cls.__init__).parameters
-    accepted = {k: p for k, p in signature.items() if k not in ("self", "args", "kwargs")}
-    assert set(accepted) == set(entry.params), f"{name}: class takes {sorted(accepted)}"
-    # the class keeps keyword defaults for direct use (tests, notebooks): they must be the
-    # declared ones, which the config fills in
-    for key, param in accepted.items():
-        assert param.default == entry.params[key].default, f"{name}.{key}"
+    declared = METHODS.get(name)
+    assert get_method_class(name).topology == declared.topology
+    for variant in declared.variants or (None,):
+        method = build_method(name, {} if variant is None else {"variant": variant})
+        assert method.name == name
 
 
-def test_every_method_module_registers_only_catalog_methods():
-    from benchlib.methods import base
+def test_variant_dependent_defaults_are_filled_in_the_spec():
+    """No ``null`` placeholder: the resolved parameters carry the value the method uses."""
+    resolve = METHODS.get("lightyear").params.resolve
+    assert resolve("lightyear", {})["tau"] == 0.75
+    assert resolve("lightyear", {"variant": "authors"})["tau"] == 0.6
+    assert resolve("lightyear", {"variant": "authors", "tau": 0.5})["tau"] == 0.5
+    assert METHODS.get("afa").params.resolve("afa", {"variant": "authors"})["delta_xi"] == 0.25
+    assert METHODS.get("asmr").params.resolve("asmr", {})["momentum"] == 0.7
 
-    for module in {entry.module for _, entry in METHODS.items()}:
-        importlib.import_module(f"benchlib.methods.{module}")
-    assert base._METHODS.names() == METHODS.names()
 
-
-def test_catalog_models_and_malfunctions_are_implemented():
-    from benchlib.fl.malfunctions import malfunction_names
-    from benchlib.models import registry
+def test_declared_models_and_malfunctions_name_their_implementations():
+    from benchlib.fl.malfunctions import get_malfunction
+    from benchlib.models.registry import model_builder
 
     for name in MODELS.names():
-        importlib.import_module(f"benchlib.models.{MODELS.get(name).module}")
-    assert registry._BUILDERS.names() == MODELS.names()
-    assert malfunction_names() == MALFUNCTIONS.names()
+        assert callable(model_builder(name)), name
+    for name in MALFUNCTIONS.names():
+        assert callable(get_malfunction(name)), name
     assert all(hasattr(v2, name) for name in TRANSFORMS)
+
+
+def test_a_declaration_naming_a_missing_implementation_fails_with_one_line():
+    from benchlib.methods.base import get_method_class
+    from benchlib.methods.catalog import declare_method
+
+    declare_method("broken_for_test", "benchlib.methods.no_such_module:X", "star")
+    try:
+        with pytest.raises(BenchlibError, match=r"method 'broken_for_test': cannot import"):
+            get_method_class("broken_for_test")
+    finally:
+        METHODS._entries.pop("broken_for_test")
 
 
 def test_schema_enums_come_from_the_catalog_and_the_optimizers():
@@ -76,8 +88,13 @@ def test_registry_rejects_duplicates_and_names_choices():
     registry.add("a", 1)
     with pytest.raises(ValueError, match="widget 'a' registered twice"):
         registry.add("a", 2)
-    with pytest.raises(BenchlibError, match="unknown widget 'b'; choose one of: a"):
+    with pytest.raises(BenchlibError, match="unknown widget 'b'; choose one of: a; no plugins"):
         registry.get("b")
+    registry.add("fedavg", 3)
+    with pytest.raises(
+        BenchlibError, match="unknown widget 'fedavgg' \\(did you mean 'fedavg'\\?\\)"
+    ):
+        registry.get("fedavgg")
 
 
 def test_method_parameters_are_checked_against_the_catalog():

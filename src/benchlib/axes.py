@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib.catalog import MALFUNCTIONS
 from benchlib.errors import BenchlibError, require
+from benchlib.fl.malfunction_catalog import MALFUNCTIONS
 from benchlib.registry import Registry
 
 SEPARATOR = "__"
@@ -103,7 +103,7 @@ def _corruption(dataset: dict[str, Any], value: Any) -> None:
 def _malfunction_param(name: str) -> Axis | None:
     """``<malfunction>.<parameter>`` axes, for every parameter the catalog declares."""
     malfunction, _, param = name.partition(".")
-    if malfunction in MALFUNCTIONS and param in MALFUNCTIONS.get(malfunction):
+    if malfunction in MALFUNCTIONS and param in MALFUNCTIONS.get(malfunction).params:
 
         def apply(dataset: dict[str, Any], value: Any) -> None:
             section = dataset.setdefault("malfunction", {})
@@ -119,7 +119,7 @@ def get_axis(name: str) -> Axis:
     if found is not None:
         return found
     if name not in AXES:
-        params = [f"{m}.{p}" for m, spec in MALFUNCTIONS.items() for p in spec]
+        params = [f"{m}.{p}" for m, spec in MALFUNCTIONS.items() for p in spec.params]
         raise BenchlibError(
             f"unknown grid axis {name!r}; choose one of: {', '.join(AXES.names() + params)}"
         )

@@ -214,6 +214,8 @@ def cmd_check_config(args: argparse.Namespace) -> None:
         build_method(entry["method"], dict(entry["params"]))
     cells = sum(len(config.cells(e)) for e in config.experiments)
     print(f"{args.config}: valid; {len(config.experiments)} experiments, {cells} cells")
+    for method_id, reason in sorted(config.skipped_methods.items()):
+        print(f"  not implemented, left out: {method_id} ({reason})")
 
 
 def cmd_params(args: argparse.Namespace) -> None:
@@ -305,6 +307,7 @@ EXAMPLES = {
     "selections": "benchlib selections --from-round 3 results/runs/mnist5k/sfa/lightyear/k3/"
     "seed0/metrics.json",
     "status": "benchlib status --config config/demo.yaml tables/mnist5k_sfa.tex",
+    "plugins": "benchlib plugins --plugins-only   (what installed plugin packages add)",
 }
 
 
@@ -433,6 +436,10 @@ def build_parser() -> argparse.ArgumentParser:
     from benchlib import status  # torch-free; its module holds the command and its arguments
 
     status.add_arguments(add("status", status.cmd_status, status.HELP))
+
+    from benchlib import components  # torch-free: `benchlib plugins`
+
+    components.add_arguments(add("plugins", components.cmd_plugins, components.HELP))
 
     from benchlib import html_report  # torch-free: html-report, table-html, report-status
 

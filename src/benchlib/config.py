@@ -12,9 +12,11 @@ A config file is standalone and complete. It has these sections:
 
 ``k = 0`` cells are shared by all malfunctions of an experiment (malfunction ``none``).
 
-A method id whose registered method does not exist in this benchlib (e.g. a paper baseline not
-implemented yet) is left out of every experiment with a warning, never faked; an experiment that
-names a method id not defined under ``methods`` is an error.
+A method id whose method is not declared (by benchlib or an installed plugin) is an error naming
+the closest declared one; a paper baseline that is not implemented says so explicitly
+(``not_implemented: <reason>``) and is left out of every experiment, listed by ``benchlib
+check-config`` and never faked. An experiment that names a method id not defined under
+``methods`` is an error.
 """
 
 from __future__ import annotations
@@ -30,21 +32,16 @@ from typing import Any
 import jsonschema
 import yaml
 
+from benchlib import plugins
 from benchlib.axes import SEPARATOR, apply_axes, changes_data, variants
-from benchlib.catalog import (
-    MALFUNCTION_SETTINGS,
-    MALFUNCTIONS,
-    METHODS,
-    MODEL_INIT,
-    TASKS,
-    loss_settings,
-    malfunction_settings,
-    model_settings,
-)
 from benchlib.data.corruptions import cell_store, corruption_schema, resolved_json, scenario_of
 from benchlib.errors import BenchlibError, require
+from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS, malfunction_settings
+from benchlib.methods.catalog import METHODS
+from benchlib.models.catalog import MODEL_INIT, model_settings
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
+from benchlib.tasks.catalog import TASKS, loss_settings
 
 LOG = logging.getLogger("benchlib")
 NO_MALFUNCTION = "none"
@@ -68,9 +65,9 @@ def schema() -> dict[str, Any]:
     malfunction = dataset["malfunction"]["properties"]
     for name, param in MALFUNCTION_SETTINGS.items():
         malfunction[name] = param.json_schema()
-    for name, params in MALFUNCTIONS.items():
-        if params:
-            malfunction[name] = params.schema()
+    for name, declared in MALFUNCTIONS.items():
+        if declared.params:
+            malfunction[name] = declared.params.schema()
     return result
 
 
@@ -154,6 +151,7 @@ class Config:
         self.given_sections: dict[str, dict[str, Any]] = {}  # see _check_semantics
         self._check_method_ids(raw)
         entries = {k: method_entry(k, v) for k, v in raw["methods"].items()}
+        plugins.require_loadable()
         self.skipped_methods = self._unimplemented_methods(entries, raw["experiments"])
         self.methods: dict[str, dict[str, Any]] = {
             k: v for k, v in entries.items() if k not in self.skipped_methods
@@ -183,20 +181,30 @@ class Config:
     def _unimplemented_methods(
         entries: dict[str, dict[str, Any]], experiments: dict[str, Any]
     ) -> dict[str, str]:
-        """Method ids whose registered method is missing -> that method name (with a warning)."""
-        available = set(METHODS.names())
+        """Method ids marked ``not_implemented`` -> the reason (logged); an undeclared method
+        without that mark is an error (a typo must not shrink the grid)."""
         skipped = {}
         for method_id, entry in entries.items():
             name = entry["method"]
-            if name in available:
+            reason = entry.get("not_implemented")
+            if reason is None:
+                if name not in METHODS:
+                    raise BenchlibError(
+                        f"methods.{method_id}: {METHODS.unknown(name)}; a paper method that "
+                        "is not implemented is marked not_implemented: <reason>"
+                    )
                 continue
-            skipped[method_id] = name
+            require(
+                name not in METHODS,
+                f"methods.{method_id}: method {name!r} is implemented; remove not_implemented",
+            )
+            skipped[method_id] = reason
             users = [e for e, exp in experiments.items() if method_id in exp["methods"]]
             LOG.warning(
-                "method %s (registered name %r) is not implemented in this benchlib; left out of "
-                "experiments: %s",
+                "method %s (%s) is not implemented: %s; left out of experiments: %s",
                 method_id,
                 name,
+                reason,
                 ", ".join(users) or "none",
             )
         return skipped
@@ -372,7 +380,7 @@ class Config:
         ds = self.datasets[dataset_name]
         entry = self.methods[cell.method]
         malfunctions = ds["malfunction"]
-        own = MALFUNCTIONS.get(cell.malfunction)
+        own = MALFUNCTIONS.get(cell.malfunction).params
         if own and cell.malfunction not in malfunctions:
             malfunctions = {**malfunctions, cell.malfunction: own.defaults()}
         return CellSpec(

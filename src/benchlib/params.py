@@ -23,6 +23,14 @@ from typing import Any
 
 from benchlib.errors import BenchlibError
 
+# JSON-schema fragments that many declarations share
+UNIT = {"type": "number", "minimum": 0, "maximum": 1}
+NON_NEGATIVE = {"type": "number", "minimum": 0}
+POSITIVE = {"type": "number", "exclusiveMinimum": 0}
+COUNT = {"type": "integer", "minimum": 0}
+OPTIONAL_COUNT = {"type": ["integer", "null"], "minimum": 0}
+BOOLEAN = {"type": "boolean"}
+
 
 class _Unset:
     """The default of an optional parameter that is absent unless the config gives it."""
@@ -40,13 +48,17 @@ class Param:
 
     ``default`` is filled in when the config omits the parameter; :data:`UNSET` leaves it out
     (an optional setting whose absence the code handles, e.g. a URL override), and
-    ``required=True`` makes the config give it.
+    ``required=True`` makes the config give it. ``by_variant`` declares a default per variant of
+    the owner instead (the resolved ``variant`` parameter picks it).
     """
 
     schema: Mapping[str, Any]
     default: Any = UNSET
     description: str = ""
     required: bool = False
+    # a default per value of the owner's ``variant`` parameter (e.g. LIGHTYEAR's tau: 0.75 for
+    # ``paper``, 0.6 for ``authors``): filled in after the variant is known
+    by_variant: Mapping[str, Any] | None = None
 
     def json_schema(self) -> dict[str, Any]:
         """The value's schema with the description and default (JSON-schema annotations)."""
@@ -108,7 +120,16 @@ class Params(Mapping[str, Param]):
             raise BenchlibError(f"{what}: {', '.join(missing)} must be given")
         if given:
             _validate(what, self.schema(), given)
-        return {**self.defaults(), **given}
+        resolved = {**self.defaults(), **given}
+        variant = resolved.get("variant", "paper")
+        for name, p in self.entries.items():
+            if p.by_variant is not None and name not in given:
+                if variant not in p.by_variant:
+                    raise BenchlibError(
+                        f"{what}: {name} has no default for variant {variant!r}; give it"
+                    )
+                resolved[name] = copy.deepcopy(p.by_variant[variant])
+        return resolved
 
     def _suggest(self, key: str) -> str:
         accepted = sorted(self.entries)
@@ -122,8 +143,12 @@ class Params(Mapping[str, Param]):
         """(name, type, default, description) per parameter, for the docs."""
         rows = []
         for name, p in self.entries.items():
-            default = "required" if p.required else ("-" if p.default is UNSET else p.default)
-            rows.append((name, describe_type(p.schema), _show(default), p.description))
+            if p.by_variant is not None:
+                shown = ", ".join(f"{_show(v)} ({k})" for k, v in p.by_variant.items())
+            else:
+                default = "required" if p.required else ("-" if p.default is UNSET else p.default)
+                shown = _show(default)
+            rows.append((name, describe_type(p.schema), shown, p.description))
         return rows
 
 

@@ -56,8 +56,23 @@ def _version(package: str) -> str | None:
         return None
 
 
-def cell_provenance(device: Any, cpu_kernels: dict[str, Any]) -> dict[str, Any]:
-    """The software and hardware facts a cell's numbers depend on (for metrics.json).
+def plugins_used(spec: Any) -> list[dict[str, str]]:
+    """The plugin packages (name, version) that provide a component of cell ``spec``."""
+    from benchlib import plugins
+
+    components = [
+        ("method", spec.method),
+        ("model", spec.model["name"]),
+        ("malfunction", spec.malfunction),
+    ]
+    return plugins.used_by(components)
+
+
+def cell_provenance(
+    device: Any, cpu_kernels: dict[str, Any], plugins: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """The software and hardware facts a cell's numbers depend on (for metrics.json), with the
+    plugin packages whose components the cell used.
 
     Only facts that change the numbers: no host name, no clock time, so the same cell on the same
     software gives the same bytes on any machine where the kernels match.
@@ -79,4 +94,5 @@ def cell_provenance(device: Any, cpu_kernels: dict[str, Any]) -> dict[str, Any]:
         "device": torch.cuda.get_device_name(device) if on_gpu else "cpu",
         "threads": torch.get_num_threads(),
         "cpu_kernels": cpu_kernels,
+        "plugins": list(plugins or []),
     }

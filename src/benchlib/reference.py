@@ -77,7 +77,7 @@ def _dataset_sections() -> list[str]:
 
 
 def _methods() -> list[str]:
-    from benchlib.catalog import METHODS
+    from benchlib.methods.catalog import METHODS
 
     lines = ["## Methods (`methods.<id>.params`)", ""]
     for name, entry in METHODS.items():
@@ -86,7 +86,7 @@ def _methods() -> list[str]:
 
 
 def _models() -> list[str]:
-    from benchlib.catalog import MODEL_INIT, MODELS
+    from benchlib.models.catalog import MODEL_INIT, MODELS
 
     lines = ["## Models (`datasets.<name>.model.params`)", ""]
     lines += _section("`init` (every model, beside `params`)", Params({"init": MODEL_INIT}))
@@ -115,17 +115,17 @@ def _partitioners() -> list[str]:
 
 
 def _malfunctions() -> list[str]:
-    from benchlib.catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS
+    from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS
 
     lines = ["## Malfunctions (`datasets.<name>.malfunction`)", ""]
     lines += _table(MALFUNCTION_SETTINGS.reference_rows())
-    for name, params in MALFUNCTIONS.items():
-        lines += _section(f"`{name}`", params)
+    for name, declared in MALFUNCTIONS.items():
+        lines += _section(f"`{name}`", declared.params)
     return lines
 
 
 def _losses() -> list[str]:
-    from benchlib.catalog import TASKS
+    from benchlib.tasks.catalog import TASKS
 
     lines = ["## Losses (`datasets.<name>.training.loss_params`)", ""]
     for task, entry in TASKS.items():

@@ -2,21 +2,25 @@
 partitioners and report kinds.
 
 A registry maps names to objects, rejects a second registration under the same name, and answers
-an unknown name with one error that lists the valid choices. ``loader`` (optional) imports the
-modules whose import registers the entries, the first time a name is looked up, so that a
-package's modules are imported only when something needs them.
+an unknown name with one error that names the closest known name, the valid choices and the
+installed plugins. ``loader`` (optional) imports the modules whose import registers the built-in
+entries, the first time a name is looked up, so that a package's modules are imported only when
+something needs them; the installed plugins (:mod:`benchlib.plugins`) are imported then too.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from benchlib import plugins
 from benchlib.errors import BenchlibError
 
 T = TypeVar("T")
+REGISTRIES: list[Registry] = []  # every registry, in creation order (``benchlib plugins``)
 
 
 class Registry(Generic[T]):
@@ -27,18 +31,21 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._loader = loader
         self._loaded = loader is None
+        REGISTRIES.append(self)
 
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True  # set first: the loader's imports register into this registry
-            assert self._loader is not None
-            self._loader()
+            if self._loader is not None:
+                self._loader()
+        plugins.load_plugins()
 
     def add(self, name: str, obj: T) -> T:
         """Register ``obj`` under ``name``; a duplicate name is a bug (ValueError)."""
         if name in self._entries:
             raise ValueError(f"{self.kind} {name!r} registered twice")
         self._entries[name] = obj
+        plugins.record_registration(self.kind, name)
         return obj
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -58,10 +65,20 @@ class Registry(Generic[T]):
         """The entry ``name``, or a clear error listing the choices."""
         self._load()
         if name not in self._entries:
-            raise BenchlibError(
-                f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}"
-            )
+            raise BenchlibError(self.unknown(name))
         return self._entries[name]
+
+    def unknown(self, name: str) -> str:
+        """The one-line error for an unknown ``name``: the closest known name, the choices and
+        the installed plugins (a plugin that failed to load is named with its error)."""
+        close = difflib.get_close_matches(str(name), self.names(), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        broken = plugins.failed()
+        if broken:
+            tail = "; " + "; ".join(f"plugin {p.name!r} failed to load: {p.error}" for p in broken)
+        else:
+            tail = f"; {plugins.installed_line()}"
+        return f"unknown {self.kind} {name!r}{hint}; choose one of: {', '.join(self.names())}{tail}"
 
     def __contains__(self, name: object) -> bool:
         self._load()
@@ -73,6 +90,22 @@ class Registry(Generic[T]):
     def items(self) -> list[tuple[str, T]]:
         """(name, entry) pairs sorted by name."""
         return [(name, self._entries[name]) for name in self.names()]
+
+
+def import_object(dotted: str, what: str) -> Any:
+    """The object ``"package.module:attribute"`` names (a declaration's implementation)."""
+    module_name, _, attribute = dotted.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BenchlibError(
+            f"{what}: cannot import {module_name} ({exc}); is the package that provides it "
+            "installed in this environment?"
+        ) from exc
+    try:
+        return getattr(module, attribute)
+    except AttributeError as exc:
+        raise BenchlibError(f"{what}: {module_name} has no {attribute!r}") from exc
 
 
 def import_submodules(package: str, skip: tuple[str, ...] = ()) -> Callable[[], None]:

@@ -17,9 +17,21 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Self
 
-from benchlib.catalog import TRANSFORMS
 from benchlib.errors import BenchlibError, require
 from benchlib.params import UNSET, Param, Params
+
+# Training augmentations a dataset may list (torchvision.transforms.v2 classes, applied per sample).
+TRANSFORMS = (
+    "ColorJitter",
+    "GaussianBlur",
+    "RandomAffine",
+    "RandomCrop",
+    "RandomErasing",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "RandomRotation",
+    "RandomVerticalFlip",
+)
 
 
 def setting(schema: dict[str, Any], default: Any = UNSET, description: str = "") -> Any:

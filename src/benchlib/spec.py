@@ -12,10 +12,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchlib.catalog import METHODS, loss_settings, malfunction_settings, model_settings
 from benchlib.errors import BenchlibError
+from benchlib.fl.malfunction_catalog import malfunction_settings
 from benchlib.io import sha256_json
+from benchlib.methods.catalog import METHODS
+from benchlib.models.catalog import model_settings
 from benchlib.settings import TrainingSettings
+from benchlib.tasks.catalog import loss_settings
 
 # Training settings that only change how a run is watched: left out of metrics.json's config and
 # of the config hash, so turning them on changes no byte of metrics.json and resumes checkpoints.

@@ -2,12 +2,10 @@
 
 import torch
 
-from benchlib.methods.base import StarMethod, StarRound, register_method
+from benchlib.methods.base import StarMethod, StarRound
 
 
-@register_method
 class CoordinateMedian(StarMethod):
-    name = "coordinate_median"
     description = "star; coordinate-wise median of the received models"
 
     def __init__(self, trim: int = 0) -> None:

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from benchlib.catalog import TASKS
 from benchlib.errors import BenchlibError
 from benchlib.tasks import get_task
 from benchlib.tasks.base import task_implementations
+from benchlib.tasks.catalog import TASKS
 
 
 def test_every_catalog_task_is_implemented_with_its_losses():

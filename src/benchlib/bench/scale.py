@@ -321,7 +321,7 @@ def check_agreement(
 def check_methods(device: torch.device, folder: Path, out: Print = print) -> dict[str, str]:
     """Two rounds of every cataloged method under SFA (k = 2 of 8) on ``device``: proves each
     method's arithmetic runs where the data is (a CPU-only tensor in a GPU cell fails here)."""
-    from benchlib.catalog import METHODS
+    from benchlib.methods.catalog import METHODS
 
     workload = WORKLOADS["femnist_cnn"]
     train, val = 64, 32

@@ -55,7 +55,7 @@ from benchlib.methods.base import (
     build_method,
 )
 from benchlib.models import build_model
-from benchlib.provenance import cell_provenance
+from benchlib.provenance import cell_provenance, plugins_used
 from benchlib.seeding import numpy_rng
 from benchlib.settings import TrainingSettings
 from benchlib.spec import CellSpec
@@ -560,7 +560,8 @@ def run_cell(
         )
     if events is not None:
         events.close()
-    metrics = {**cell.metrics(), "provenance": cell_provenance(cell.device, kernels)}
+    provenance = cell_provenance(cell.device, kernels, plugins_used(cell.spec))
+    metrics = {**cell.metrics(), "provenance": provenance}
     write_json_atomic(out_path, metrics)
     if timing_path is not None:
         write_json_atomic(

@@ -9,7 +9,7 @@
 All randomness comes from streams keyed by (seed, round, client), never by method, so every method
 faces the same malfunction schedule and noise. Parameters come from the dataset's ``malfunction``
 section, one dict per malfunction name (``ana: {scale: 120.5}``); their names are declared in
-:data:`benchlib.catalog.MALFUNCTIONS`.
+:data:`benchlib.fl.malfunction_catalog.MALFUNCTIONS`.
 
 Diagnostic, not a paper setting: ``start_round: N`` in the ``malfunction`` section keeps the
 first N rounds (0..N-1) clean (the malfunctioning clients send their true model, the schedule
@@ -27,8 +27,9 @@ from typing import Any
 import torch
 
 from benchlib.errors import BenchlibError
+from benchlib.fl.malfunction_catalog import MALFUNCTIONS
 from benchlib.fl.rng import torch_generator
-from benchlib.registry import Registry
+from benchlib.registry import import_object
 from benchlib.seeding import derive_seed, numpy_rng
 
 
@@ -40,7 +41,8 @@ class MalfunctionContext:
     round: int
     client: int
     fresh_vector: Callable[[int], torch.Tensor]  # seed -> flat vector of a new initialisation
-    # the cell's malfunction section, defaults filled (benchlib.catalog.malfunction_settings):
+    # the cell's malfunction section, defaults filled
+    # (benchlib.fl.malfunction_catalog.malfunction_settings):
     # ``start_round`` and one parameter mapping per malfunction that has parameters
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -54,9 +56,6 @@ class MalfunctionContext:
 
 
 Malfunction = Callable[[torch.Tensor, MalfunctionContext], tuple[torch.Tensor, str]]
-_MALFUNCTIONS: Registry[Malfunction] = Registry("malfunction")
-register_malfunction = _MALFUNCTIONS.register
-malfunction_names = _MALFUNCTIONS.names
 START_ROUND = "start_round"
 BASIC = ("ana", "sfa", "random")
 
@@ -64,7 +63,7 @@ BASIC = ("ana", "sfa", "random")
 def get_malfunction(name: str) -> Malfunction:
     """The malfunction ``name``; before the context's ``start_round`` it sends the model clean
     and reports ``none``."""
-    apply = _MALFUNCTIONS.get(name)
+    apply = import_object(MALFUNCTIONS.get(name).implementation, f"malfunction {name!r}")
 
     def scheduled(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor, str]:
         if ctx.round < ctx.start_round:
@@ -74,12 +73,10 @@ def get_malfunction(name: str) -> Malfunction:
     return scheduled
 
 
-@register_malfunction("none")
 def no_malfunction(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor, str]:
     return vector, "none"
 
 
-@register_malfunction("ana")
 def additive_noise(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor, str]:
     generator = torch_generator(ctx.seed, "malfunction/ana", ctx.round, ctx.client)
     eps = torch.randn(vector.shape, generator=generator, dtype=torch.float32)
@@ -87,18 +84,15 @@ def additive_noise(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch
     return vector * (1.0 + (scale / 100.0) * eps.to(vector.device)), "ana"
 
 
-@register_malfunction("sfa")
 def sign_flip(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor, str]:
     return -vector, "sfa"
 
 
-@register_malfunction("random")
 def random_weights(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor, str]:
     fresh = ctx.fresh_vector(derive_seed(ctx.seed, "malfunction/random", ctx.round, ctx.client))
     return fresh.to(vector.device), "random"
 
 
-@register_malfunction("dynamic")
 def dynamic(vector: torch.Tensor, ctx: MalfunctionContext) -> tuple[torch.Tensor, str]:
     choice = BASIC[
         int(numpy_rng(ctx.seed, "malfunction/dynamic", ctx.round, ctx.client).integers(3))

@@ -2,7 +2,7 @@
 
 Augmentations are torchvision.transforms.v2 classes named in the dataset config
 (``transforms.train: [{name: RandomHorizontalFlip, p: 0.5}, ...]``, names from
-:data:`benchlib.catalog.TRANSFORMS`). Each sample of a batch draws its own random parameters;
+:data:`benchlib.settings.TRANSFORMS`). Each sample of a batch draws its own random parameters;
 the draws come from a keyed seed per batch (seed, round, client, epoch, batch), so a resumed run
 augments exactly as an uninterrupted one. Segmentation masks get the same geometric transform as
 their image (tv_tensors.Mask), never the photometric ones.

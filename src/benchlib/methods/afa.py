@@ -30,7 +30,7 @@ import torch
 from scipy.special import betainc
 
 from benchlib.errors import require
-from benchlib.methods.base import StarMethod, StarRound, register_method
+from benchlib.methods.base import StarMethod, StarRound
 from benchlib.methods.robust_utils import finite_rows, weighted_mean
 
 
@@ -66,7 +66,6 @@ def prob_bad(alpha: float, beta: float) -> float:
     return float(betainc(alpha, beta, 0.5))
 
 
-@register_method
 class AFA(StarMethod):
     name = "afa"
     description = "star; adaptive federated averaging: cosine outlier rounds + Beta reputation"

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import StarMethod, StarRound, register_method
+from benchlib.methods.base import StarMethod, StarRound
 from benchlib.methods.robust_utils import cosine_matrix, finite_rows, pairwise_distances
 
 
@@ -60,7 +60,6 @@ def largest_gap_split(factors: list[float]) -> list[int]:
     return sorted(order[:cut])
 
 
-@register_method
 class ASMR(StarMethod):
     name = "asmr"
     description = "star; removes clients below the largest gap of angular outlier factors"

@@ -26,11 +26,10 @@ import math
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import P2PMethod, P2PResult, PeerView, register_method
+from benchlib.methods.base import P2PMethod, P2PResult, PeerView
 from benchlib.methods.robust_utils import distances_to
 
 
-@register_method
 class Balance(P2PMethod):
     name = "balance"
     description = "P2P; accept peers within a shrinking distance of the own model, then mix"

@@ -32,7 +32,6 @@ Methods never import the engine: what they may use of local training is the
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -41,8 +40,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib.catalog import METHODS
-from benchlib.registry import Registry
+from benchlib.errors import BenchlibError
+from benchlib.methods.catalog import METHODS
+from benchlib.registry import import_object
 from benchlib.settings import TrainingSettings
 from benchlib.tasks.base import PeerScoring, Task
 
@@ -235,9 +235,10 @@ def sample_clients(
 
 
 class Method:
-    """Base class of all methods. Subclasses set ``name``; the catalog holds the rest."""
+    """Base class of all methods. Its declaration (:mod:`benchlib.methods.catalog`, or a
+    plugin's) holds the name, topology and parameters; :func:`build_method` sets ``name``."""
 
-    name: ClassVar[str]
+    name: str = ""
     topology: ClassVar[str]  # "star" or "p2p"
     description: ClassVar[str] = ""
     private_prefixes: ClassVar[tuple[str, ...]] = ()
@@ -352,29 +353,32 @@ class P2PMethod(Method):
         raise NotImplementedError
 
 
-_METHODS: Registry[type[Method]] = Registry("method implementation")
-
-
-def register_method(cls: type[Method]) -> type[Method]:
-    """Class decorator adding a method implementation under ``cls.name``."""
-    return _METHODS.add(cls.name, cls)
-
-
 def method_names() -> list[str]:
-    """Every method in the catalog."""
+    """Every declared method (built-in and plugins')."""
     return METHODS.names()
 
 
 def get_method_class(name: str) -> type[Method]:
-    """The implementation of catalog method ``name`` (imports its module on first use)."""
-    entry = METHODS.get(name)
-    importlib.import_module(
-        entry.module if "." in entry.module else f"benchlib.methods.{entry.module}"
-    )
-    return _METHODS.get(name)
+    """The implementation of method ``name``: the class its declaration names (imported on
+    first use)."""
+    declared = METHODS.get(name)
+    cls = import_object(declared.implementation, f"method {name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Method)):
+        raise BenchlibError(
+            f"method {name!r}: {declared.implementation} is not a Method subclass "
+            "(derive it from benchlib.methods.base.StarMethod or P2PMethod)"
+        )
+    if cls.topology != declared.topology:
+        raise BenchlibError(
+            f"method {name!r} is declared {declared.topology} but {declared.implementation} is "
+            f"a {cls.topology} method"
+        )
+    return cls
 
 
 def build_method(name: str, params: dict[str, Any]) -> Method:
-    """Instantiate method ``name`` with its config parameters (checked against the catalog's
-    declaration, every default filled)."""
-    return get_method_class(name)(**METHODS.get(name).params.resolve(f"method {name!r}", params))
+    """Instantiate method ``name`` with its config parameters (checked against its declaration,
+    every default filled); the instance's ``name`` is the declared one."""
+    method = get_method_class(name)(**METHODS.get(name).params.resolve(f"method {name!r}", params))
+    method.name = name
+    return method

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import StarMethod, StarRound, register_method
+from benchlib.methods.base import StarMethod, StarRound
 from benchlib.methods.fedmedian import coordinate_median
 from benchlib.methods.krum import krum_scores
 from benchlib.methods.robust_utils import pairwise_distances
@@ -55,7 +55,6 @@ def trimmed_around_median(selected: torch.Tensor, beta: int) -> torch.Tensor:
     return x.gather(0, order).mean(dim=0)
 
 
-@register_method
 class Bulyan(StarMethod):
     name = "bulyan"
     description = "star; Bulyan: n - 2f Krum selections, then a trimmed mean around the median"

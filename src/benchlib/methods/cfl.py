@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import StarMethod, StarRound, TrainingContext, register_method
+from benchlib.methods.base import StarMethod, StarRound, TrainingContext
 from benchlib.methods.robust_utils import (
     cosine_matrix,
     finite_rows,
@@ -113,7 +113,6 @@ def cosine_distance_features(vectors: torch.Tensor) -> torch.Tensor:
     return torch.where(both, 1.0 - cosine_matrix(vectors), -1.0)
 
 
-@register_method
 class CFL(StarMethod):
     name = "cfl"
     description = "star; clustered FL: cosine bi-partitioning of updates, one model per cluster"

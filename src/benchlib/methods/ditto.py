@@ -27,11 +27,10 @@ from typing import Any
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import TrainingContext, proximal_hook, register_method
+from benchlib.methods.base import TrainingContext, proximal_hook
 from benchlib.methods.fedavg import FedAvg
 
 
-@register_method
 class Ditto(FedAvg):
     name = "ditto"
     description = "star; FedAvg global model + per-client personal models pulled towards it"

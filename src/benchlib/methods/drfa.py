@@ -35,7 +35,6 @@ from benchlib.methods.base import (
     StarMethod,
     StarRound,
     TrainingContext,
-    register_method,
     sample_clients,
 )
 from benchlib.methods.client_graph import dual_step, dual_step_size
@@ -64,7 +63,6 @@ class SnapshotHook:
         return torch.zeros((), device=next(model.parameters()).device)
 
 
-@register_method
 class DRFA(StarMethod):
     name = "drfa"
     description = "star; distributionally robust FedAvg: dual weights lambda by projected ascent"

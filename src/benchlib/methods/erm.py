@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import StarMethod, StarRound, TrainingContext, register_method
+from benchlib.methods.base import StarMethod, StarRound, TrainingContext
 
 STREAM = "erm"  # the keyed random streams of the pooled training: erm/shuffle, erm/dropout
 
@@ -30,7 +30,6 @@ def pooled_rows(context: TrainingContext, clients: list[int]) -> np.ndarray:
     return np.sort(np.concatenate([context.train_rows(c) for c in clients]))
 
 
-@register_method
 class Erm(StarMethod):
     name = "erm"
     description = "centralised: one model trained on the pooled data of all federation clients"

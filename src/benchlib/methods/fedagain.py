@@ -36,7 +36,6 @@ from benchlib.methods.base import (
     StarRound,
     TrainingContext,
     parameter_mask,
-    register_method,
 )
 from benchlib.methods.robust_utils import distances_to
 
@@ -61,7 +60,6 @@ def _plain(values: torch.Tensor) -> list[float | None]:
     return [float(v) if math.isfinite(float(v)) else None for v in values.tolist()]
 
 
-@register_method
 class FedAgain(StarMethod):
     name = "fedagain"
     description = "star; trust-weighted mean, T_k = 1 / (E_k D_k + eps) (benchmark error x L2)"

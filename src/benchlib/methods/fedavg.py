@@ -22,7 +22,6 @@ from benchlib.methods.base import (
     PeerView,
     StarMethod,
     StarRound,
-    register_method,
 )
 
 
@@ -33,7 +32,6 @@ def weighted_mean(vectors: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return (weights @ vectors) / weights.sum()
 
 
-@register_method
 class FedAvg(StarMethod):
     name = "fedavg"
     description = "star; mean of all client models weighted by training-set size"
@@ -64,7 +62,6 @@ class FedAvg(StarMethod):
         return (start + self.gamma**info.round * (mean.double() - start)).to(received.dtype)
 
 
-@register_method
 class P2PFedAvg(P2PMethod):
     name = "p2p_fedavg"
     description = "fully connected P2P; uniform mean of own and all received models"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from benchlib.methods.base import StarMethod, StarRound, register_method
+from benchlib.methods.base import StarMethod, StarRound
 
 
 def coordinate_median(vectors: torch.Tensor) -> torch.Tensor:
@@ -23,7 +23,6 @@ def coordinate_median(vectors: torch.Tensor) -> torch.Tensor:
     return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
-@register_method
 class FedMedian(StarMethod):
     name = "fedmedian"
     description = "star; coordinate-wise median of the received models (unweighted)"

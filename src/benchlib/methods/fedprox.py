@@ -21,11 +21,10 @@ from __future__ import annotations
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import TrainingContext, register_method
+from benchlib.methods.base import TrainingContext
 from benchlib.methods.fedavg import FedAvg
 
 
-@register_method
 class FedProx(FedAvg):
     name = "fedprox"
     description = "star; FedAvg with the proximal term mu/2 ||w - w_global||^2 in local training"

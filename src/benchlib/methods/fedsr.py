@@ -45,7 +45,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from benchlib.errors import require
-from benchlib.methods.base import TrainingContext, register_method
+from benchlib.methods.base import TrainingContext
 from benchlib.methods.fedavg import FedAvg
 from benchlib.models.tfl import FedSRNet, FedSRSegNet
 from benchlib.tasks.base import Task
@@ -84,7 +84,6 @@ def fedsr_regularisers(
     return l2r, kl.sum(dim=1).mean()
 
 
-@register_method
 class FedSR(FedAvg):
     name = "fedsr"
     description = "star; probabilistic representation with L2R and CMI regularisers (local prior)"

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import StarMethod, StarRound, register_method
+from benchlib.methods.base import StarMethod, StarRound
 from benchlib.methods.robust_utils import pairwise_distances
 
 
@@ -44,7 +44,6 @@ def krum_scores(distances: torch.Tensor, neighbours: int) -> torch.Tensor:
     return torch.where(torch.isfinite(distances.diagonal()), scores, float("inf"))
 
 
-@register_method
 class Krum(StarMethod):
     name = "krum"
     description = "star; (Multi-)Krum: mean of the m models with the lowest Krum scores"

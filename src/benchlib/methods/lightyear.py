@@ -32,7 +32,7 @@ import torch
 
 from benchlib.errors import require
 from benchlib.fl.params import StackSpace
-from benchlib.methods.base import P2PMethod, P2PResult, PeerView, register_method
+from benchlib.methods.base import P2PMethod, P2PResult, PeerView
 from benchlib.metrics import expected_calibration_error, finite_rows
 
 
@@ -78,7 +78,6 @@ def agreement(reference: ModelStats, other: ModelStats, variant: str) -> float:
     return (a_acc + a_ece + a_conf) / 3.0
 
 
-@register_method
 class Lightyear(P2PMethod):
     name = "lightyear"
     description = "P2P; agreement-score selection on local validation data, gamma^t step"

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from benchlib.methods.base import P2PMethod, P2PResult, PeerView, register_method
+from benchlib.methods.base import P2PMethod, P2PResult, PeerView
 
 
-@register_method
 class LocalOnly(P2PMethod):
     name = "local"
     description = "each client trains on its own data only"

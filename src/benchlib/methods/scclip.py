@@ -36,11 +36,10 @@ import math
 import torch
 
 from benchlib.errors import require
-from benchlib.methods.base import P2PMethod, P2PResult, PeerView, register_method
+from benchlib.methods.base import P2PMethod, P2PResult, PeerView
 from benchlib.methods.robust_utils import clip_to_radius, distances_to
 
 
-@register_method
 class SCClip(P2PMethod):
     name = "scclip"
     description = "P2P; remove the b farthest peers, clip the rest around the own model"

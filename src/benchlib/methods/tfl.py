@@ -42,7 +42,6 @@ from benchlib.methods.base import (
     StarRound,
     TrainingContext,
     parameter_mask,
-    register_method,
 )
 from benchlib.methods.client_graph import (
     CENTRALITIES,
@@ -78,7 +77,6 @@ def embedding_columns(mask: torch.Tensor, numels: tuple[int, ...], last: int = 0
     return columns
 
 
-@register_method
 class TFL(StarMethod):
     name = "tfl"
     description = "star; topology-regularised DRO: clients sampled by lambda, prior from centrality"

@@ -1,5 +1,17 @@
-"""Model registry: build any model by name from the experiment config."""
+"""Models by name (see :mod:`.catalog` for the declarations, :mod:`.registry` to build one).
 
-from benchlib.models.registry import build_model, model_names, register_model
+The package itself is torch-free; the builders (torch) are imported on first use.
+"""
 
-__all__ = ["build_model", "model_names", "register_model"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["build_model", "model_names"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("benchlib.models.registry"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,8 +10,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from benchlib.models.registry import register_model
-
 
 class FemnistCNN(nn.Module):
     """Two conv blocks and two fully connected layers."""
@@ -48,6 +46,5 @@ class FemnistCNN(nn.Module):
         return self.classifier(self.features(x))
 
 
-@register_model("femnist_cnn")
 def build_femnist_cnn(num_classes: int, image_shape: tuple[int, ...], **params) -> nn.Module:
     return FemnistCNN(num_classes, image_shape, **params)

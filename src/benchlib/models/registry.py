@@ -1,37 +1,46 @@
-"""Models by name. Each builder takes (num_outputs, input_shape, **params) -> nn.Module.
+"""Build a model by name. Each builder takes (num_outputs, input_shape, **params) -> nn.Module.
 
-Names, the module that registers each and their parameters are declared in
-:data:`benchlib.catalog.MODELS`; the module is imported the first time its model is built, and
-the builder receives every declared parameter (defaults filled). ``input_shape`` is
-``(C, H, W)`` for images and ``(F,)`` for tabular rows; ``num_outputs`` is the class count
-(classification, segmentation: classes incl. background) or the target dimension (regression).
+Names, builders (``"module:function"``) and parameters are declared in
+:data:`benchlib.models.catalog.MODELS` (or by a plugin); the builder's module is imported the
+first time its model is built, and the builder receives every declared parameter (defaults
+filled). ``input_shape`` is ``(C, H, W)`` for images and ``(F,)`` for tabular rows;
+``num_outputs`` is the class count (classification, segmentation: classes incl. background) or
+the target dimension (regression).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from torch import nn
 
-from benchlib.catalog import MODELS
-from benchlib.registry import Registry
+from benchlib.errors import BenchlibError
+from benchlib.models.catalog import MODELS
+from benchlib.registry import import_object
 
 ModelBuilder = Callable[..., nn.Module]
-_BUILDERS: Registry[ModelBuilder] = Registry("model implementation")
-register_model = _BUILDERS.register
 
 
 def model_names() -> list[str]:
+    """Every declared model (built-in and plugins')."""
     return MODELS.names()
+
+
+def model_builder(name: str) -> ModelBuilder:
+    """The builder function that model ``name``'s declaration names."""
+    builder = import_object(MODELS.get(name).implementation, f"model {name!r}")
+    if not callable(builder):
+        raise BenchlibError(f"model {name!r}: {MODELS.get(name).implementation} is not callable")
+    return builder
 
 
 def build_model(
     name: str, num_outputs: int, input_shape: tuple[int, ...], params: dict[str, Any] | None = None
 ) -> nn.Module:
     """Build model ``name`` for ``num_outputs`` outputs and inputs of ``input_shape``."""
-    entry = MODELS.get(name)
-    importlib.import_module(f"benchlib.models.{entry.module}")
-    resolved = entry.params.resolve(f"model {name!r} params", params)
-    return _BUILDERS.get(name)(num_outputs, tuple(input_shape), **resolved)
+    resolved = MODELS.get(name).params.resolve(f"model {name!r} params", params)
+    model = model_builder(name)(num_outputs, tuple(input_shape), **resolved)
+    if not isinstance(model, nn.Module):
+        raise BenchlibError(f"model {name!r}: its builder returned {type(model).__name__}")
+    return model

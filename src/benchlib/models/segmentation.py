@@ -16,7 +16,6 @@ from monai.networks.nets import BasicUNet
 from torch import nn
 
 from benchlib.errors import require
-from benchlib.models.registry import register_model
 
 # Ronneberger et al.'s widths: 64, 128, 256, 512 and 1024 channels, 64 before the head.
 UNET_FEATURES = (64, 128, 256, 512, 1024, 64)
@@ -39,7 +38,6 @@ def _basic_unet(
     )
 
 
-@register_model("unet")
 def unet(
     num_classes: int,
     image_shape: tuple[int, ...],
@@ -59,7 +57,6 @@ def unet(
     )
 
 
-@register_model("small_unet")
 def small_unet(
     num_classes: int,
     image_shape: tuple[int, ...],

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from benchlib.models.registry import register_model
 
-
-@register_model("mlp")
 def mlp(
     num_outputs: int,
     input_shape: tuple[int, ...],

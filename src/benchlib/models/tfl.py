@@ -9,10 +9,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from benchlib.errors import BenchlibError
-from benchlib.models.registry import register_model
 
 
-@register_model("fedavg_cnn")
 def fedavg_cnn(
     num_outputs: int,
     input_shape: tuple[int, ...],

@@ -29,7 +29,6 @@ from timm.models.vision_transformer import Block
 from torch import nn
 
 from benchlib.errors import require
-from benchlib.models.registry import register_model
 
 
 def _conv_bn_relu(in_channels: int, out_channels: int) -> nn.Module:
@@ -146,7 +145,6 @@ class TransUNet(nn.Module):
         return self.head(x)
 
 
-@register_model("transunet")
 def transunet(num_classes: int, image_shape: tuple[int, ...], **params: object) -> nn.Module:
     channels, height, width = image_shape
     return TransUNet(channels, num_classes, (height, width), **params)  # type: ignore[arg-type]

@@ -8,7 +8,6 @@ from torch import nn
 
 from benchlib.errors import require
 from benchlib.models.pretrained import load_pretrained
-from benchlib.models.registry import register_model
 from benchlib.weights import weights_path
 
 
@@ -34,7 +33,6 @@ def _url(weights_url: str) -> dict[str, str]:
     return {"weights_url": weights_url} if weights_url else {}
 
 
-@register_model("densenet121")
 def build_densenet121(
     num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
 ) -> nn.Module:
@@ -64,7 +62,6 @@ def _resnet(
     return _with_input_channels(model, "conv1", image_shape[0])
 
 
-@register_model("resnet18")
 def build_resnet18(
     num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
 ) -> nn.Module:
@@ -73,7 +70,6 @@ def build_resnet18(
     return _resnet("resnet18", num_classes, image_shape, pretrained, weights_url)
 
 
-@register_model("resnet50")
 def build_resnet50(
     num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
 ) -> nn.Module:
@@ -82,7 +78,6 @@ def build_resnet50(
     return _resnet("resnet50", num_classes, image_shape, pretrained, weights_url)
 
 
-@register_model("efficientnet_b0")
 def build_efficientnet_b0(
     num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
 ) -> nn.Module:

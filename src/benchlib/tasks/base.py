@@ -1,6 +1,6 @@
 """The task interface: what a target is, the losses, the metrics, and what a peer scores.
 
-A task is registered under a name of :data:`benchlib.catalog.TASKS` (which lists its losses,
+A task is registered under a name of :data:`benchlib.tasks.catalog.TASKS` (which lists its losses,
 metrics and primary metric for the torch-free config check). The engine asks the task for:
 
 - ``target_array(arrays, labels)`` / ``to_target(batch)``: where a store keeps the targets
@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib.catalog import TASKS, TaskEntry, loss_settings
 from benchlib.errors import BenchlibError
 from benchlib.registry import Registry, import_submodules
+from benchlib.tasks.catalog import TASKS, TaskEntry, loss_settings
 
 
 @dataclass(frozen=True)
