@@ -25,12 +25,18 @@ for named in config_file_targets(requested_targets()):
     sys.exit(1)
 
 
-# With no --configfile the config is the papers' grids together (config/paper/*.yaml merged), so
-# every paper target resolves by name. A --configfile (demo, smoke, ...) is standalone: the paper
-# grids never leak into it. --config key=value still overrides either.
-if not workflow.overwrite_configfiles:
+# BENCHLIB_DIR: this checkout, also when another project imports the workflow as a module
+# (`module benchlib: snakefile: ...; config: config`), where the working directory is theirs.
+BENCHLIB_DIR = Path(workflow.current_basedir).resolve()
+
+# A config with experiments (--configfile, or the one a project passes to the module) is
+# standalone: the paper grids never leak into it. Without one, the config is the papers' grids
+# together (config/paper/*.yaml of this checkout, merged), so every paper target resolves by
+# name; --config key=value still overrides either.
+PAPER_GRIDS = "experiments" not in config
+if PAPER_GRIDS:
     try:
-        paper_config = load_paper_config(Path(workflow.basedir) / "config" / "paper")
+        paper_config = load_paper_config(BENCHLIB_DIR / "config" / "paper")
     except BenchlibError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(1)

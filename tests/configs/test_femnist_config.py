@@ -160,24 +160,45 @@ def test_femnist_sample_config():
 # --------------------------------------------------------------------------- method filtering
 def small_raw() -> dict:
     raw = load_config_file(REPO / "config" / "femnist_sample.yaml")
-    raw["methods"]["future"] = {"method": "not_implemented_yet", "label": "Future"}
+    raw["methods"]["future"] = {
+        "method": "fedfuture",
+        "label": "Future",
+        "not_implemented": "no public code",
+    }
     raw["experiments"]["femnist_sample"]["methods"] = ["fedavg", "future", "lightyear"]
     return raw
 
 
-def test_unimplemented_methods_are_left_out_with_a_warning(caplog):
+def test_methods_marked_not_implemented_are_left_out_and_listed(caplog):
     with caplog.at_level(logging.WARNING, logger="benchlib"):
         config = Config(small_raw())
     assert config.experiments["femnist_sample"]["methods"] == ["fedavg", "lightyear"]
     assert "future" not in config.methods
-    assert config.skipped_methods == {"future": "not_implemented_yet"}
+    assert config.skipped_methods == {"future": "no public code"}
     assert all(c.method != "future" for c in config.cells("femnist_sample"))
     messages = [r.getMessage() for r in caplog.records]
     assert any(
-        "method future (registered name 'not_implemented_yet') is not implemented" in m
+        "method future (fedfuture) is not implemented: no public code" in m
         and "left out of experiments: femnist_sample" in m
         for m in messages
     )
+
+
+def test_a_misspelled_method_stops_the_config_with_the_closest_name():
+    raw = small_raw()
+    raw["methods"]["fedavg"]["method"] = "fedavgg"
+    with pytest.raises(BenchlibError) as error:
+        Config(raw)
+    message = str(error.value)
+    assert message.startswith("methods.fedavg: unknown method 'fedavgg' (did you mean 'fedavg'?)")
+    assert "no plugins installed" in message and "\n" not in message
+
+
+def test_not_implemented_on_an_implemented_method_is_an_error():
+    raw = small_raw()
+    raw["methods"]["fedavg"]["not_implemented"] = "stale mark"
+    with pytest.raises(BenchlibError, match="method 'fedavg' is implemented; remove not_impl"):
+        Config(raw)
 
 
 def test_undefined_method_ids_stay_an_error():

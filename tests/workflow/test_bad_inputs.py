@@ -261,6 +261,10 @@ def _dataset(config: dict) -> dict:
 
 # A typo in any params block stops the dry run, naming the key and (when close) the intended one.
 PARAMS_TYPOS: dict[str, tuple[str, Callable[[dict], None]]] = {
+    "method_name": (
+        "methods.fedavg: unknown method 'fedavgg' (did you mean 'fedavg'?)",
+        lambda c: c["methods"]["fedavg"].update(method="fedavgg"),
+    ),
     "method": (
         "methods.fedavg (method 'fedavg') params: unknown parameter 'weighing' (did you mean "
         "'weighting'?)",

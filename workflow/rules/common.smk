@@ -165,9 +165,7 @@ import benchlib.report.browse as browse
 from benchlib.targets import aggregate_targets, all_targets
 
 PAPER_INDEX = (
-    {}
-    if workflow.overwrite_configfiles
-    else browse.paper_index(Path(workflow.basedir) / "config" / "paper")
+    browse.paper_index(BENCHLIB_DIR / "config" / "paper") if PAPER_GRIDS else {}
 )
 
 
