@@ -97,6 +97,7 @@ def plugin_project(tmp_path_factory) -> tuple[Path, dict[str, str], str]:
     bin_dir = _fresh_environment(root / "venv")
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     env["BENCHLIB_DEVICE"] = "cpu"
+    env["PLUGIN_PYTHON"] = str(bin_dir / "python")
     env.pop("PYTHONPATH", None)
     source = shutil.copytree(EXAMPLE, root / "benchlib-fedavgm")  # pip builds in its tree
     pip = [str(bin_dir / "python"), "-m", "pip", "install", "--no-deps", "--no-index"]
@@ -171,6 +172,14 @@ def test_the_plugin_store_is_the_inverted_mnist(plugin_project, mnist_store):
     inverted = np.load(project / "results" / "data" / "inverted" / "pixels.npy")
     original = np.load(mnist_store / "pixels.npy")
     assert inverted.dtype == np.uint8 and (inverted.astype(int) == 255 - original).all()
+
+
+def test_the_registry_driven_method_test_runs_the_plugin_method(plugin_project):
+    _, env, _ = plugin_project
+    pytest_argv = [env["PLUGIN_PYTHON"], "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    test = "tests/methods/test_every_method.py"
+    out = _run([*pytest_argv, test, "-k", "fedavgm"], env, REPO)
+    assert "1 passed" in out  # collected from the registry, where only the plugin adds it
 
 
 def test_no_file_of_benchlib_changed(plugin_project):
