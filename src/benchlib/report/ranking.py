@@ -156,11 +156,10 @@ def friedman(scores: pd.DataFrame) -> TestResult:
     reason = too_few(methods, blocks)
     if reason:
         return TestResult(None, None, f"Friedman test not run: {reason}")
-    result = friedmanchisquare(*(scores[m].to_numpy(dtype=float) for m in scores.columns))
-    statistic, p_value = float(result.statistic), float(result.pvalue)
-    if statistic != statistic:
+    if (scores.nunique(axis=1) == 1).all():  # no rank variance: the statistic is 0 / 0
         return TestResult(None, None, "Friedman test not run: every block ties every method")
-    return TestResult(statistic, p_value)
+    result = friedmanchisquare(*(scores[m].to_numpy(dtype=float) for m in scores.columns))
+    return TestResult(float(result.statistic), float(result.pvalue))
 
 
 def posthoc(scores: pd.DataFrame, lower_is_better: bool, test: str = "nemenyi") -> pd.DataFrame:
