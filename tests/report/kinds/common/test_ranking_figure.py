@@ -208,3 +208,21 @@ def test_the_demo_ranking_target_plans_the_demo_cells(tmp_path):
     )
     assert counts["render_figure_numbers"] == "1" and counts["run_cell"] == "116"
     assert counts["collect_table_results"] == "4"
+
+
+def test_the_readme_states_the_demo_ranking():
+    report = Config(load_config_file(REPO / "config" / "demo.yaml")).reports["mnist5k_ranking"]
+    paths = [GOLDEN / "demo" / f"mnist5k_{m}.csv" for m in ("ana", "sfa", "random", "dynamic")]
+    frame = pd.concat([pd.read_csv(p) for p in paths]).drop_duplicates(ignore_index=True)
+    ranking = compute(report.spec, frame)
+    labels = dict(tuple(m) for m in report.spec["methods"])
+    aggregate = ranking.aggregate
+    readme = (REPO / "README.md").read_text()
+    for method in ranking.order:
+        point, low, high = (
+            100 * s[method] for s in (aggregate.point, aggregate.low, aggregate.high)
+        )
+        rank = ranking.mean_ranks[method]
+        assert f"| {labels[method]} | {rank:.2f} | {point:.1f} [{low:.1f}, {high:.1f}] |" in readme
+    stat, p = ranking.friedman.statistic, ranking.friedman.p_value
+    assert f"Friedman chi2(3) = {stat:.1f}, p = {p:.2g}, Nemenyi CD = {ranking.cd:.2f}." in readme
