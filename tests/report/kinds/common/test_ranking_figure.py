@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import REPO, benchlib_exe, tool_env
 from helpers.paths import GOLDEN
 
@@ -226,3 +227,26 @@ def test_the_readme_states_the_demo_ranking():
         assert f"| {labels[method]} | {rank:.2f} | {point:.1f} [{low:.1f}, {high:.1f}] |" in readme
     stat, p = ranking.friedman.statistic, ranking.friedman.p_value
     assert f"Friedman chi2(3) = {stat:.1f}, p = {p:.2g}, Nemenyi CD = {ranking.cd:.2f}." in readme
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_the_html_report_shows_the_ranking_figure_and_its_numbers(tmp_path):
+    raw = load_config_file(REPO / "config" / "smoke.yaml")
+    raw["reports"] = {"smoke_ranking": {"kind": "ranking", "experiments": ["smoke"]}}
+    config_file = tmp_path / "c.yaml"
+    config_file.write_text(yaml.safe_dump(raw))
+    (tmp_path / "work" / "figures").mkdir(parents=True)
+    _, outputs = render(tmp_path, collected())
+    for output in outputs:  # as if the workflow had rendered them
+        output.rename(tmp_path / "work" / "figures" / output.name)
+    out = tmp_path / "report.html"
+    result = subprocess.run(
+        [benchlib_exe(), "html-report", "--config", str(config_file), "-d", str(tmp_path / "work"),
+         "--out", str(out), "--snakefile", str(REPO / "Snakefile"), "--cores", "1"],
+        env=tool_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    page = out.read_text()
+    for suffix in ("png", "csv"):  # results of the report (the PNG shown, the CSV attached)
+        assert f'"figures/smoke_ranking.{suffix}": {{"name": "smoke_ranking.{suffix}"' in page

@@ -95,7 +95,7 @@ def numbers_frame(spec: dict[str, Any], ranking: Ranking) -> pd.DataFrame:
         row = {
             "method_id": method,
             "method": labels[method],
-            "position": position,
+            "position": position if len(blocks.scores) else None,
             "mean_rank": ranking.mean_ranks[method],
             "iqm": display.scale(aggregate.point[method]) if aggregate else None,
             "iqm_low": display.scale(aggregate.low[method]) if aggregate else None,
