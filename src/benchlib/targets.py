@@ -19,11 +19,16 @@ def all_targets(config: Config) -> list[str]:
 
 
 def report_names(config: Config, output: str) -> list[str]:
-    """Names of the config's reports of one output kind (``table`` or ``figure``)."""
+    """Names of the config's reports of one output kind (``table``, ``figure``, ...)."""
     return [name for name, report in config.reports.items() if report.output == output]
 
 
-AGGREGATE_KINDS = {"table": "tables", "figure": "figures", "markdown": "reports"}
+AGGREGATE_KINDS = {
+    "table": "tables",
+    "figure": "figures",
+    "figure_numbers": "figures",
+    "markdown": "reports",
+}
 PAPERS = ("lightyear", "fedagain", "tfl")
 
 

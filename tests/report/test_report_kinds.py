@@ -114,6 +114,7 @@ def test_registered_kinds():
         "gamma_figure": "figure",
         "metrics_table": "table",
         "paper_comparison": "markdown",
+        "ranking": "figure_numbers",
         "robustness_figure": "figure",
         "robustness_table": "table",
         "sample_images": "figure",

@@ -194,15 +194,15 @@ def get_report_status(wildcards):
 
 def get_report_pages(wildcards):
     """The report's files that exist: the HTML page of each built table, each built figure's
-    PNG, each built text report, and the status page."""
+    PNG (and CSV of its numbers), each built text report, and the status page."""
     pages = ["results/report/status.html"]
     for entry in CFG.reports.values():
         if not all(os.path.exists(target) for target in entry.targets):
             continue
         if entry.output == "table":
             pages.append(f"results/report/tables/{entry.name}.html")
-        elif entry.output == "figure":
-            pages += [t for t in entry.targets if t.endswith(".png")]
+        elif entry.output in ("figure", "figure_numbers"):
+            pages += [t for t in entry.targets if t.endswith((".png", ".csv"))]
         else:
             pages += entry.targets
     return pages

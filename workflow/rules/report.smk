@@ -9,6 +9,7 @@ localrules:
     collect_table_results,
     render_table,
     render_figure,
+    render_figure_numbers,
 
 
 rule collect_results:
@@ -80,3 +81,35 @@ rule render_figure:
     shell:
         "benchlib report --kind {params.kind} --spec {params.spec:q} --collected {input}"
         " --out {output.pdf} {output.png} 2> {log}"
+
+
+# A figure with a CSV of the numbers it shows (e.g. the ranking kind); the report shows both.
+rule render_figure_numbers:
+    input:
+        get_report_inputs,
+    output:
+        pdf="figures/{report}.pdf",
+        png=report(
+            "figures/{report}.png",
+            caption="../report/figure.rst",
+            category=report_category,
+            subcategory=report_subcategory,
+        ),
+        csv=report(
+            "figures/{report}.csv",
+            caption="../report/figure_numbers.rst",
+            category=report_category,
+            subcategory=report_subcategory,
+        ),
+    log:
+        "logs/render_figure/{report}.log",
+    wildcard_constraints:
+        report=report_pattern("figure_numbers"),
+    conda:
+        "../../envs/benchlib.yaml"
+    params:
+        kind=get_report_kind,
+        spec=get_report_spec,
+    shell:
+        "benchlib report --kind {params.kind} --spec {params.spec:q} --collected {input}"
+        " --out {output.pdf} {output.png} {output.csv} 2> {log}"

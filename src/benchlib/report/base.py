@@ -4,7 +4,8 @@ A report kind is one module in ``benchlib/report/kinds/`` (plus, for a LaTeX tab
 ``benchlib/templates/``) that registers a :class:`ReportKind` subclass on import. A config names
 reports in its ``reports:`` section (``name -> {kind, ...parameters}``); experiments add their
 default reports implicitly (:meth:`ReportKind.implicit`). A table report ``NAME`` is the target
-``tables/NAME.tex``, a figure report ``figures/NAME.pdf`` and ``figures/NAME.png``.
+``tables/NAME.tex``, a figure report ``figures/NAME.pdf`` and ``figures/NAME.png`` (plus
+``figures/NAME.csv``, the numbers it shows, for a ``figure_numbers`` report); see :data:`OUTPUTS`.
 
 The life of a report:
 
@@ -54,10 +55,12 @@ class ReportConfig(Protocol):
     def cells(self, experiment: str, malfunction: str | None = None) -> list[Cell]: ...
 
 
-# kind of output -> the target paths of a report NAME
+# kind of output -> the target paths of a report NAME (figure_numbers: a figure and a CSV of the
+# numbers it shows)
 OUTPUTS: dict[str, tuple[str, ...]] = {
     "table": ("tables/{name}.tex",),
     "figure": ("figures/{name}.pdf", "figures/{name}.png"),
+    "figure_numbers": ("figures/{name}.pdf", "figures/{name}.png", "figures/{name}.csv"),
     "markdown": ("reports/{name}.md", "reports/{name}.pdf"),  # text report + its figure
 }
 
@@ -73,7 +76,7 @@ class ReportKind:
     """
 
     name: ClassVar[str]
-    output: ClassVar[str]  # "table" or "figure"
+    output: ClassVar[str]  # a key of OUTPUTS: "table", "figure", ...
     params: ClassVar[Params] = NO_PARAMS
 
     def implicit(self, config: ReportConfig) -> dict[str, dict[str, Any]]:
