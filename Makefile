@@ -9,7 +9,7 @@ STAMP := $(VENV)/.benchlib-installed
 CORES ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo demo-digest report test test-fast lint format dry-run slurm-profile bench bench-gpu clean
+.PHONY: venv demo demo-digest report test test-fast lint format docs dry-run slurm-profile bench bench-gpu clean
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
@@ -62,6 +62,12 @@ format: $(STAMP)
 	ruff check --fix src tests
 	ruff format src tests
 	snakefmt Snakefile workflow/rules
+
+# The generated pages of docs/: the module map (docs/develop/modules.md, from the module
+# docstrings), the components (docs/guide/components.md, from the registries) and the parameter
+# reference (docs/guide/parameters.md); tests/test_docs_gen.py fails when one is out of date.
+docs: $(STAMP)
+	benchlib docs
 
 dry-run: $(STAMP)
 	snakemake -n --configfile=config/demo.yaml
