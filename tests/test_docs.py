@@ -24,8 +24,6 @@ from conftest import REPO, tool_env
 
 from benchlib.cli import build_parser, main
 
-pytestmark = pytest.mark.workflow  # dry-runs real Snakemake
-
 # generated pages last: a command only they show (from a docstring) is checked as a mention
 GENERATED = ("docs/develop/modules.md", "docs/guide/components.md", "docs/guide/parameters.md")
 DOCS = [
@@ -187,9 +185,19 @@ def make_env() -> dict[str, str]:
     return env
 
 
+def makefile_targets() -> set[str]:
+    """The targets the Makefile defines (a word like `tests` could also be a folder, which
+    `make -n` would accept as up to date)."""
+    text = (REPO / "Makefile").read_text()
+    return set(re.findall(r"^([\w.-]+)\s*:(?!=)", text, re.M))
+
+
 @pytest.mark.parametrize("command", by_program("make"))
 def test_make_command_is_a_target_of_the_makefile(command):
     words = [w for w in shlex.split(command)[1:] if not is_placeholder(w)]
+    targets = [w for w in words if "=" not in w and not w.startswith("-")]
+    unknown = sorted(set(targets) - makefile_targets())
+    assert not unknown, f"{command} ({COMMANDS[command]}): the Makefile has no target {unknown}"
     done = subprocess.run(
         ["make", "-n", "-C", str(REPO), *words],
         capture_output=True,
@@ -274,6 +282,7 @@ def run_snakemake(args: list[str], env: dict[str, str], workdir: Path):
     )
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize("key", sorted(dry_run_groups()), ids=lambda k: " ".join(k) or "paper")
 def test_snakemake_commands_dry_run(key, snakemake_home, tmp_path):
     targets = dry_run_groups()[key]
@@ -286,6 +295,7 @@ def test_snakemake_commands_dry_run(key, snakemake_home, tmp_path):
     )
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize("command", sorted(EXPECTED_ERRORS))
 def test_commands_documented_as_wrong_fail_as_documented(command, snakemake_home, tmp_path):
     assert command in COMMANDS, f"{command} is no longer in the docs: drop it here"
