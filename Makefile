@@ -94,8 +94,9 @@ bench: $(STAMP)
 	benchlib bench flower
 
 # On a GPU machine, with its own Python's torch, numpy and pandas (no venv, no package index):
-# the GPU measurements README reports - paper-scale cells (bare, sequential, batched, tf32, bf16,
-# cells per GPU, projected GPU-hours) and streamed vs resident training with GPU utilisation.
+# the GPU measurements of docs/guide/performance.md - paper-scale cells (bare, sequential,
+# batched, tf32, bf16, cells per GPU, projected GPU-hours) and streamed vs resident training
+# with GPU utilisation.
 GPU_PYTHON ?= python3
 bench-gpu:
 	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench scale --device cuda
