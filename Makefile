@@ -9,7 +9,7 @@ STAMP := $(VENV)/.benchlib-installed
 CORES ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo demo-digest report test test-fast lint format dry-run slurm-profile bench bench-gpu clean
+.PHONY: venv demo demo-digest report test test-fast lint format docs dry-run slurm-profile bench bench-gpu clean
 
 $(STAMP): pyproject.toml envs/constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 1; }
@@ -63,6 +63,12 @@ format: $(STAMP)
 	ruff format src tests
 	snakefmt Snakefile workflow/rules
 
+# The generated pages of docs/: the module map (docs/develop/modules.md, from the module
+# docstrings), the components (docs/guide/components.md, from the registries) and the parameter
+# reference (docs/guide/parameters.md); tests/test_docs_gen.py fails when one is out of date.
+docs: $(STAMP)
+	benchlib docs
+
 dry-run: $(STAMP)
 	snakemake -n --configfile=config/demo.yaml
 
@@ -88,8 +94,9 @@ bench: $(STAMP)
 	benchlib bench flower
 
 # On a GPU machine, with its own Python's torch, numpy and pandas (no venv, no package index):
-# the GPU measurements README reports - paper-scale cells (bare, sequential, batched, tf32, bf16,
-# cells per GPU, projected GPU-hours) and streamed vs resident training with GPU utilisation.
+# the GPU measurements of docs/guide/performance.md - paper-scale cells (bare, sequential,
+# batched, tf32, bf16, cells per GPU, projected GPU-hours) and streamed vs resident training
+# with GPU utilisation.
 GPU_PYTHON ?= python3
 bench-gpu:
 	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench scale --device cuda

@@ -77,26 +77,6 @@ def test_dry_run_works_with_torch_unimportable(tmp_path):
     assert "run_cell" in done.stdout + done.stderr  # the whole demo DAG was planned
 
 
-MAP_LINE = re.compile(r"^\| `([\w/]+\.py)` \| (.+) \|$", re.M)
-LONGEST_LINE = 110
-
-
-def test_the_module_map_has_one_short_line_per_module():
-    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
-    section = text[text.index("## Module map") : text.index("## Reports: tables and figures")]
-    rows = MAP_LINE.findall(section)
-    mapped = [path for path, _ in rows]
-    package = REPO / "src" / "benchlib"
-    modules = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py"))
-    assert sorted(set(mapped)) == sorted(mapped), "a module has two lines in the module map"
-    missing = sorted(set(modules) - set(mapped))
-    assert not missing, f"add a line per module to docs/ARCHITECTURE.md's module map: {missing}"
-    stale = sorted(set(mapped) - set(modules))
-    assert not stale, f"the module map names modules that do not exist: {stale}"
-    long = [path for path, job in rows if len(job) > LONGEST_LINE]
-    assert not long, f"keep each module's line under {LONGEST_LINE} characters: {long}"
-
-
 def test_each_report_kind_has_its_own_module_named_like_it_in_a_paper_folder():
     from benchlib.report.base import KINDS
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import copy
 import inspect
-import subprocess
-import sys
 
 import jsonschema
 import pytest
 import yaml
-from conftest import REPO, tool_env
+from conftest import REPO
 
 from benchlib.config import Config
 from benchlib.data.corruptions import CORRUPTION
@@ -245,18 +243,6 @@ def test_a_corruption_mapping_is_checked_and_filled():
     assert filled == scenario_of("moderate").to_dict() == CORRUPTION.resolve("c", filled)
     with pytest.raises(BenchlibError, match=r"corruption: unknown parameter 'ratoi' .*'ratio'"):
         scenario_of({"ratoi": 0.3, "severity": 4})
-
-
-def test_the_reference_page_is_current():
-    # in a fresh process: other tests register example methods and sources in this one
-    result = subprocess.run(
-        [sys.executable, "-c", "from benchlib.reference import parameter_reference as p; "
-         "print(p(), end='')"],
-        capture_output=True, text=True, check=True, env=tool_env(),
-    )  # fmt: skip
-    assert (REPO / "docs" / "parameters.md").read_text() == result.stdout, (
-        "docs/parameters.md is out of date: run benchlib params --out docs/parameters.md"
-    )
 
 
 def test_the_reference_lists_every_method_with_its_defaults():

@@ -28,7 +28,7 @@ from benchlib.methods.catalog import METHODS, declare_method
 from benchlib.params import Param
 
 EXAMPLE = REPO / "tests" / "examples" / "coordinate_median.py"
-DOC = REPO / "docs" / "ARCHITECTURE.md"
+DOC = REPO / "docs" / "develop" / "architecture.md"
 
 
 def doc_block(title: str) -> str:

@@ -412,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
         "print the parameter reference: every parameter of the training settings, methods, "
         "models, dataset sources, partitioners, malfunctions, losses, report kinds and axes",
     )
-    p.epilog = "example: benchlib params --out docs/parameters.md"
+    p.epilog = "example: benchlib params --out docs/guide/parameters.md   (make docs writes it)"
     p.add_argument("--out", help="write the Markdown here (default: standard output)")
 
     p = add("targets", cmd_targets, "list the table and figure targets of a config")
@@ -444,6 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
     from benchlib import html_report  # torch-free: html-report, table-html, report-status
 
     html_report.register(add)
+
+    from benchlib import docs_gen  # torch-free: the generated pages of docs/
+
+    docs_gen.register(add)
     return parser
 
 

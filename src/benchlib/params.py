@@ -8,7 +8,7 @@ The same declaration
   one line naming the key and the accepted ones),
 - fills in the defaults there (the code that runs a cell reads complete settings, never a
   fallback), and
-- writes the parameter reference (``benchlib params``, docs/parameters.md).
+- writes the parameter reference (``benchlib params``, docs/guide/parameters.md).
 
 Torch-free: Snakemake imports it when it parses the workflow.
 """

@@ -1,4 +1,4 @@
-"""The parameter reference (docs/parameters.md, ``benchlib params``), written from the
+"""The parameter reference (docs/guide/parameters.md, ``benchlib params``), written from the
 declarations themselves: training settings, a dataset's split, transforms and corruption,
 methods, models, dataset sources, partitioners, malfunctions, losses, report kinds and grid
 axes. Torch-free."""
@@ -12,10 +12,11 @@ from benchlib.params import Params
 HEADER = """# Parameter reference
 
 Every parameter a config may set, with its type, default and description. This page is written
-by `benchlib params --out docs/parameters.md` from the declarations in the code (one per
-parameter), and a test fails when it is out of date. A config is checked against these
-declarations when it loads (`snakemake -n` stops at a typo with one line naming the key), and
-the defaults below are filled in before any cell runs.
+by `make docs` (`benchlib docs`) from the declarations in the code (one per parameter), and a
+test fails when it is out of date. A config is checked against these declarations when it loads
+(`snakemake -n` stops at a typo with one line naming the key), and the defaults below are filled
+in before any cell runs. The methods, models, sources and report kinds themselves:
+[components.md](components.md).
 """
 
 

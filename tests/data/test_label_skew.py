@@ -106,7 +106,7 @@ def test_primary_share_near_eighty_percent_on_mnist_counts(num_clients):
 
 def test_adjacent_assignment_at_five_clients_keeps_the_old_low_shares():
     # adjacent primaries {k, k+1}: classes 6-9 are primary nowhere (split equally), so a
-    # client's two primaries are only 43.6-53.3 % of its data (docs/fedagain.md)
+    # client's two primaries are only 43.6-53.3 % of its data (docs/papers/fedagain.md)
     _, shares = _primary_shares([5000] * 10, "adjacent", 5)
     assert shares.min() == pytest.approx(0.436, abs=5e-4)
     assert shares.max() == pytest.approx(0.533, abs=5e-4)

@@ -1,1 +1,2 @@
-"""Worked examples quoted in docs/ARCHITECTURE.md; tests/test_worked_examples.py runs them."""
+"""Worked examples quoted in docs/develop/architecture.md; tests/test_worked_examples.py runs
+them."""

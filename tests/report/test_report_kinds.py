@@ -1,6 +1,7 @@
 """Report kinds: the registry, config validation of report entries, the metric a table shows, the
 robustness figure's data, collect's per-metric columns, the demo tables byte for byte, and the
-worked example of docs/ARCHITECTURE.md (metrics_table) from config entry to rendered table."""
+worked example of docs/develop/architecture.md (metrics_table) from config entry to rendered
+table."""
 
 from __future__ import annotations
 
@@ -438,7 +439,7 @@ def test_collect_has_one_column_per_test_metric(tmp_path):
     assert frame["test_f1_macro"].tolist() == [0.5]
 
 
-# --------------------------------------------------- worked example: docs/ARCHITECTURE.md
+# --------------------------------------------------- worked example: docs/develop/architecture.md
 EXAMPLE = {
     "smoke_metrics": {
         "kind": "metrics_table",

@@ -309,7 +309,7 @@ def test_changed_corruption_settings_build_a_new_store(tmp_path):
 
 def test_paper_config_resnet18_is_imagenet_pretrained_with_imagenet_statistics():
     """Paper Sec. 4.2.5: ImageNet statistics "ensuring feature-scale consistency with pretrained
-    models" (docs/fedagain.md, issue 24.3): every FedAgain dataset's ResNet18 loads ImageNet
+    models" (docs/papers/fedagain.md): every FedAgain dataset's ResNet18 loads ImageNet
     weights (fetch_weights rule) and its inputs get ImageNet's normalisation."""
     import yaml
 

@@ -85,6 +85,7 @@ def _project_config() -> dict:
         k=[0, 1],
     )
     config["experiments"]["plugin"] = experiment
+    config["reports"] = {"plugin_ranking": {"kind": "ranking", "experiments": ["plugin"]}}
     return config
 
 
@@ -152,6 +153,15 @@ def test_the_plugin_method_is_a_row_of_the_table_and_its_cells_record_the_plugin
     assert builtin["provenance"]["plugins"] == []
 
 
+def test_the_plugin_method_is_ranked(plugin_project):
+    project, _, _ = plugin_project
+    assert (project / "figures" / "plugin_ranking.pdf").stat().st_size > 0
+    ranking = pd.read_csv(project / "figures" / "plugin_ranking.csv")
+    assert {"FedAvgM", "FedAvgM (beta 0)", "FedAvg", "LIGHTYEAR", "Local"} <= set(
+        ranking.iloc[:, 0]
+    )
+
+
 def test_fedavgm_without_momentum_reproduces_fedavg_exactly(plugin_project):
     project, _, _ = plugin_project
     collected = pd.read_csv(project / "results" / "collected" / "plugin" / "sfa.csv")
@@ -185,3 +195,13 @@ def test_the_registry_driven_method_test_runs_the_plugin_method(plugin_project):
 def test_no_file_of_benchlib_changed(plugin_project):
     _, _, before = plugin_project
     assert _git_status("src") == before
+
+
+def test_the_guide_quotes_the_example_package_verbatim():
+    import re
+
+    guide = (REPO / "docs" / "guide" / "plugins.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", guide, re.S)
+    package = EXAMPLE / "src" / "benchlib_fedavgm"
+    for name in ("declarations.py", "method.py"):
+        assert (package / name).read_text() in blocks, name

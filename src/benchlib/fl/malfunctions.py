@@ -15,7 +15,7 @@ Diagnostic, not a paper setting: ``start_round: N`` in the ``malfunction`` secti
 first N rounds (0..N-1) clean (the malfunctioning clients send their true model, the schedule
 records ``none``) and malfunctions from round N on, with the noise and draws the same rounds
 would have without it. It shows whether a method resists malfunctions once the clients' models
-are informative (docs/figures_and_fidelity.md). Default 0: from the first round, as the paper.
+are informative (docs/papers/lightyear.md). Default 0: from the first round, as the paper.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ update dtheta_i = theta_i - theta_c. For each cluster c, with data-size weights 
 
 The thresholds are norms of model updates, so they depend on model, optimiser, learning rate and
 the number of local steps; ``relative: true`` reads eps1 and eps2 in units of the cluster's
-median client-update norm of the round (scale-free; see docs/figures_and_fidelity.md for the
+median client-update norm of the round (scale-free; see docs/papers/lightyear.md for the
 calibration on FEMNIST with Adam). The norms of every round are recorded in metrics.json
 (``update_norms``: per cluster [||mean update||, max client norm, median client norm]).
 

@@ -1,7 +1,7 @@
 """Client-topology helpers shared by TFL and DRFA: similarity graphs, centrality priors and the
 projected (KL-regularised) ascent on the client weights lambda.
 
-Choices the TFL paper leaves open (docs/tfl.md): similarities are min-max normalised over the
+Choices the TFL paper leaves open (docs/papers/tfl.md): similarities are min-max normalised over the
 off-diagonal entries to [0, 1] before the epsilon threshold (raw dot products of model weights
 are not on a 0-1 scale; Figure 4 of the paper normalises scores to [0, 1] the same way); distances
 (l1, l2) become similarities by negation before that normalisation; the epsilon-graph is

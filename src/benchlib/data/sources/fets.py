@@ -9,7 +9,7 @@ the columns ``Subject_ID`` and ``Partition_ID``, and one folder per subject
 necrotic / non-enhancing core, 2 oedema, 4 enhancing tumour). A ``SHA256SUMS`` in the folder is
 verified.
 
-What the store holds (the paper gives none of it; docs/tfl.md lists the choices):
+What the store holds (the paper gives none of it; docs/papers/tfl.md lists the choices):
 
 - 2-D axial slices ``volume[:, :, z].T`` of every subject, those whose segmentation has at least
   ``params.min_tumor_pixels`` (default 1) tumour voxels, every ``params.slice_step``-th of them;

@@ -16,7 +16,7 @@ months never overlap. Temperatures are standardised with the mean and standard d
 paper's unknown). ``group`` is the state's two-letter code, so the ``groups`` partition with 48
 clients makes client i the i-th state in alphabetical order (:data:`STATES`).
 
-The TFL splits (docs/tfl.md): N(24) -> S(24) from the VDI release's configs (:data:`NORTH`,
+The TFL splits (docs/papers/tfl.md): N(24) -> S(24) from the VDI release's configs (:data:`NORTH`,
 :data:`SOUTH`); E(24) -> W(24) by the longitude of each state's geographic centroid
 (:data:`CENTROID_LONGITUDE_W`, degrees west, rounded): the 24 easternmost states are
 :data:`EAST`, the rest :data:`WEST`.

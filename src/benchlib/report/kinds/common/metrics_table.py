@@ -1,4 +1,4 @@
-"""Final metrics per method (the worked example of docs/ARCHITECTURE.md, "Adding a table or
+"""Final metrics per method (the worked example of docs/develop/architecture.md, "Adding a table or
 figure kind"): methods as rows, one column per per-client test metric, cells ``mean $\\pm$ std``
 across clients for one (malfunction, k) of an experiment. Config entry::
 

@@ -1,0 +1,104 @@
+"""The generated pages of docs/ (module map, components, parameter reference) are written from
+the code and kept current: a page that differs from what `make docs` writes fails here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+from conftest import REPO, benchlib_exe, tool_env
+
+from benchlib.docs_gen import (
+    PAGES,
+    components,
+    first_sentence,
+    module_map,
+    stale_pages,
+    write_pages,
+)
+from benchlib.errors import BenchlibError
+
+
+def test_the_committed_generated_pages_are_current():
+    # in a fresh process: other tests register example methods and sources in this one
+    done = subprocess.run(
+        [benchlib_exe(), "docs", "--check", "--root", str(REPO)],
+        capture_output=True,
+        text=True,
+        env=tool_env(),
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr  # "error: out of date: ...; run make docs"
+    assert done.stdout.strip() == f"{len(PAGES)} generated pages are current"
+
+
+def test_make_docs_writes_every_generated_page():
+    makefile = (REPO / "Makefile").read_text()
+    recipe = re.search(r"^docs:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe and "benchlib docs" in recipe.group(1)
+
+
+@pytest.mark.parametrize(
+    ("docstring", "sentence"),
+    [
+        ("One job. More words.", "One job."),
+        ("FedAvg (McMahan et al. 2017): avg.\n\nMore.", "FedAvg (McMahan et al. 2017): avg."),
+        ("Patches (FedAgain Sec. 4.2.4): cut. Next.", "Patches (FedAgain Sec. 4.2.4): cut."),
+        ("Paths in a config (e.g. a folder)", "Paths in a config (e.g. a folder)"),
+        ("``x``: see :mod:`benchlib.io`, a | b.", "`x`: see `benchlib.io`, a \\| b."),
+        ("Wrapped over\n   two lines. Second.", "Wrapped over two lines."),
+    ],
+)  # fmt: skip
+def test_first_sentence(docstring, sentence):
+    assert first_sentence(docstring) == sentence
+
+
+def test_the_module_map_has_one_row_per_module_from_its_docstring(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text('"""The package. Long story."""\n')
+    (package / "sub" / "__init__.py").write_text('"""Sub-things, e.g. b."""\n')
+    (package / "sub" / "b.py").write_text('"""B: does b.\n\nMore."""\nx = 1\n')
+    (package / "a.py").write_text('"""A (Sec. 2) does a."""\n')
+    rows = [line for line in module_map(package).splitlines() if line.startswith("| `")]
+    assert rows == [
+        "| `__init__.py` | The package. |",
+        "| `a.py` | A (Sec. 2) does a. |",
+        "| `sub/__init__.py` | Sub-things, e.g. b. |",
+        "| `sub/b.py` | B: does b. |",
+    ]
+    (package / "c.py").write_text("x = 1\n")
+    with pytest.raises(BenchlibError, match=r"c\.py has no module docstring"):
+        module_map(package)
+
+
+def test_the_components_page_lists_every_registered_name():
+    from benchlib.methods.catalog import METHODS
+    from benchlib.models.catalog import MODELS
+    from benchlib.data.registry import dataset_names
+    from benchlib.report.base import KINDS
+
+    text = components()
+    sections = dict(re.findall(r"^## (.+)\n\n((?:\|.*\n)+)", text, re.M))
+    listed = {
+        title: [row.split("|")[1].strip().strip("`") for row in rows.splitlines()[2:]]
+        for title, rows in sections.items()
+    }
+    assert listed == {
+        "Methods": METHODS.names(),
+        "Models": MODELS.names(),
+        "Dataset sources": dataset_names(),
+        "Report kinds": KINDS.names(),
+    }
+    assert "| `mnist5k` | classification | 10 | 1x28x28 | no |" in text
+    assert "| `eicu` | classification |" in text and "| yes |" in text
+
+
+def test_a_missing_or_edited_page_is_stale_until_written(tmp_path):
+    assert stale_pages(tmp_path) == list(PAGES)
+    assert write_pages(tmp_path) == list(PAGES)
+    assert stale_pages(tmp_path) == []
+    page = tmp_path / "docs" / "guide" / "components.md"
+    page.write_text(page.read_text().replace("`fedavg`", "`fedavg2`"))
+    assert stale_pages(tmp_path) == ["docs/guide/components.md"]
