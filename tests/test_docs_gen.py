@@ -74,9 +74,9 @@ def test_the_module_map_has_one_row_per_module_from_its_docstring(tmp_path):
 
 
 def test_the_components_page_lists_every_registered_name():
+    from benchlib.data.registry import dataset_names
     from benchlib.methods.catalog import METHODS
     from benchlib.models.catalog import MODELS
-    from benchlib.data.registry import dataset_names
     from benchlib.report.base import KINDS
 
     text = components()
