@@ -32,7 +32,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from benchlib import plugins
+from benchlib import layout, plugins
 from benchlib.axes import SEPARATOR, apply_axes, changes_data, variants
 from benchlib.data.corruptions import cell_store, corruption_schema, resolved_json, scenario_of
 from benchlib.errors import BenchlibError, require
@@ -46,7 +46,7 @@ from benchlib.tasks.catalog import TASKS, loss_settings
 LOG = logging.getLogger("benchlib")
 NO_MALFUNCTION = "none"
 DEFAULT_TASK = "classification"
-DOWNLOAD_ROOT = "results/downloads"
+DOWNLOAD_ROOT = layout.DOWNLOADS
 
 
 def schema() -> dict[str, Any]:
@@ -262,7 +262,7 @@ class Config:
     def cell_inputs(self, dataset: str) -> tuple[str, str]:
         """The store directory and split CSV the cells of ``dataset`` read (the corrupted copy
         of the store when the dataset has a corruption)."""
-        return cell_store(self, dataset), f"results/splits/{self.split_name(dataset)}.csv"
+        return cell_store(self, dataset), layout.split_csv(self.split_name(dataset))
 
     def corruption_json(self, dataset: str) -> str:
         """The resolved corruption of ``dataset`` as canonical JSON (defaults filled in): the

@@ -15,6 +15,7 @@ import argparse
 import subprocess
 from pathlib import Path
 
+from benchlib import layout
 from benchlib.errors import BenchlibError, require
 
 REPORT_TARGET = "report_pages"
@@ -109,7 +110,7 @@ def register(add) -> None:
     )
     p.add_argument(
         "--out",
-        default="results/report.html",
+        default=layout.HTML_REPORT,
         help="report file to write, .html or .zip (default results/report.html)",
     )
     p.add_argument(

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchlib import layout
 from benchlib.errors import BenchlibError
 from benchlib.fl.malfunction_catalog import malfunction_settings
 from benchlib.io import sha256_json
@@ -52,11 +53,19 @@ class Cell:
 
     @property
     def run_dir(self) -> str:
-        return f"results/runs/{self.id}"
+        return layout.run_dir(self.id)
+
+    @property
+    def metrics_path(self) -> str:
+        return layout.cell_metrics(self.id)
+
+    @property
+    def timing_path(self) -> str:
+        return layout.cell_timing(self.id)
 
     @property
     def checkpoint_dir(self) -> str:
-        return f"results/checkpoints/{self.id}"
+        return layout.checkpoint_dir(self.id)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.durations import format_duration
 from benchlib.errors import BenchlibError
 from benchlib.fl.progress import progress_path, read_progress
@@ -115,7 +116,7 @@ def cell_state(
     locked: bool,
 ) -> CellState:
     """The state of one cell from the files in ``workdir``."""
-    metrics_key = f"{cell.run_dir}/metrics.json"
+    metrics_key = cell.metrics_path
     metrics = workdir / metrics_key
     rounds = int(config.datasets[config.experiment_dataset(cell.experiment)]["training"]["rounds"])
     lines = read_progress(progress_path(metrics))
@@ -156,11 +157,10 @@ def target_cells(config: Config, targets: list[str]) -> list[Cell]:
                 "(benchlib targets CONFIG), a report name or an experiment"
             )
         for path in reports[target].inputs:
-            parts = path.removeprefix("results/collected/").removesuffix(".csv").split("/")
-            if not path.startswith("results/collected/") or parts[0] not in config.experiments:
+            collected = layout.collected_from(path)
+            if collected is None or collected[0] not in config.experiments:
                 continue
-            malfunction = parts[1] if len(parts) == 2 else None
-            chosen.update(dict.fromkeys(config.cells(parts[0], malfunction)))
+            chosen.update(dict.fromkeys(config.cells(*collected)))
     return list(chosen)
 
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from benchlib import layout
+
+RESULT_PREFIXES = (f"{layout.RESULTS}/", f"./{layout.RESULTS}/")
+
 if TYPE_CHECKING:
     from benchlib.config import Config
 
@@ -77,5 +81,7 @@ def config_file_targets(targets: list[str]) -> list[str]:
         t
         for t in targets
         if t.endswith((".yaml", ".yml"))
-        or (t.endswith(".json") and not t.startswith(("results/", "./results/")))
+        or (
+            t.endswith(".json") and not t.startswith((f"{layout.RESULTS}/", f"./{layout.RESULTS}/"))
+        )
     ]

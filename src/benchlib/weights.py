@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from benchlib import layout
 from benchlib.errors import require
 
-WEIGHTS_DIR = "results/weights"
+WEIGHTS_DIR = layout.WEIGHTS
 WEIGHTS_URLS = {
     "densenet121": "https://download.pytorch.org/models/densenet121-a639ec97.pth",
     "efficientnet_b0": "https://download.pytorch.org/models/efficientnet_b0_rwightman-7f5810bc.pth",

@@ -12,10 +12,10 @@ localrules:
 
 rule table_html:
     input:
-        "tables/{report}.tex",
+        layout.TABLE,
     output:
         report(
-            "results/report/tables/{report}.html",
+            layout.HTML_TABLE,
             caption="../report/table.rst",
             category=report_category,
             subcategory=report_subcategory,
@@ -36,7 +36,7 @@ rule table_html:
 rule report_status:
     output:
         report(
-            "results/report/status.html",
+            layout.HTML_STATUS,
             caption="../report/status.rst",
             category="Overview",
         ),

@@ -5,6 +5,7 @@ import math
 import os
 import sys
 
+from benchlib import layout
 from benchlib.config import Config, Cell, NO_MALFUNCTION
 from benchlib.data.registry import get_dataset
 from benchlib.errors import BenchlibError
@@ -78,12 +79,12 @@ def get_checkpoint_dir(wildcards):
 
 
 def get_experiment_metrics(wildcards):
-    return [f"{cell.run_dir}/metrics.json" for cell in CFG.cells(wildcards.experiment)]
+    return [cell.metrics_path for cell in CFG.cells(wildcards.experiment)]
 
 
 def get_table_metrics(wildcards):
     cells = CFG.cells(wildcards.experiment, wildcards.malfunction)
-    return [f"{cell.run_dir}/metrics.json" for cell in cells]
+    return [cell.metrics_path for cell in cells]
 
 
 # Reports (benchlib.report.base): every table and figure of the config, by name. The generic
@@ -121,7 +122,7 @@ def weights_of(dataset):
 def get_weights_url(wildcards):
     for dataset in CFG.datasets:
         needed = weights_of(dataset).get("weights")
-        if needed == f"results/weights/{wildcards.filename}":
+        if needed == layout.weight_file(wildcards.filename):
             model = CFG.datasets[dataset]["model"]
             return weights_url(model["name"], model["params"])
     raise ValueError(f"no dataset of this config uses the weights {wildcards.filename}")
@@ -195,12 +196,12 @@ def get_report_status(wildcards):
 def get_report_pages(wildcards):
     """The report's files that exist: the HTML page of each built table, each built figure's
     PNG (and CSV of its numbers), each built text report, and the status page."""
-    pages = ["results/report/status.html"]
+    pages = [layout.HTML_STATUS]
     for entry in CFG.reports.values():
         if not all(os.path.exists(target) for target in entry.targets):
             continue
         if entry.output == "table":
-            pages.append(f"results/report/tables/{entry.name}.html")
+            pages.append(layout.html_table(entry.name))
         elif entry.output in ("figure", "figure_numbers"):
             pages += [t for t in entry.targets if t.endswith((".png", ".csv"))]
         else:

@@ -11,13 +11,13 @@ rule render_markdown:
         get_report_inputs,
     output:
         md=report(
-            "reports/{report}.md",
+            layout.MARKDOWN,
             caption="../report/comparison.rst",
             category=report_category,
             subcategory="paper comparison",
         ),
         pdf=report(
-            "reports/{report}.pdf",
+            layout.MARKDOWN_PDF,
             caption="../report/comparison.rst",
             category=report_category,
             subcategory="paper comparison",

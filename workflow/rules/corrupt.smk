@@ -8,10 +8,12 @@
 
 rule corrupt_store:
     input:
-        manifest=lambda wildcards: f"results/data/{CFG.store_name(wildcards.dataset)}/manifest.json",
-        split=lambda wildcards: f"results/splits/{CFG.split_name(wildcards.dataset)}.csv",
+        manifest=lambda wildcards: layout.store_manifest(
+            CFG.store_name(wildcards.dataset)
+        ),
+        split=lambda wildcards: layout.split_csv(CFG.split_name(wildcards.dataset)),
     output:
-        manifest="results/corrupted/{dataset}/{settings}/manifest.json",
+        manifest=layout.CORRUPTED_MANIFEST,
     log:
         "logs/corrupt_store/{dataset}/{settings}.log",
     wildcard_constraints:

@@ -11,8 +11,8 @@ rule prepare_data:
     input:
         lambda wildcards: CFG.download_files(wildcards.dataset),
     output:
-        manifest="results/data/{dataset}/manifest.json",
-        index="results/data/{dataset}/index.csv",
+        manifest=layout.STORE_MANIFEST,
+        index=layout.STORE_INDEX,
     log:
         "logs/prepare_data/{dataset}.log",
     benchmark:
@@ -28,9 +28,11 @@ rule prepare_data:
 
 rule split_data:
     input:
-        manifest=lambda wildcards: f"results/data/{CFG.store_name(wildcards.dataset)}/manifest.json",
+        manifest=lambda wildcards: layout.store_manifest(
+            CFG.store_name(wildcards.dataset)
+        ),
     output:
-        split="results/splits/{dataset}.csv",
+        split=layout.SPLIT,
     log:
         "logs/split_data/{dataset}.log",
     benchmark:

@@ -9,7 +9,7 @@ localrules:
 
 rule download_data:
     output:
-        "results/downloads/{dataset}/{filename}",
+        layout.DOWNLOAD,
     log:
         "logs/download_data/{dataset}/{filename}.log",
     wildcard_constraints:

@@ -16,7 +16,7 @@ rule collect_results:
     input:
         get_experiment_metrics,
     output:
-        "results/collected/{experiment}.csv",
+        layout.COLLECTED_EXPERIMENT,
     log:
         "logs/collect_results/{experiment}.log",
     conda:
@@ -30,7 +30,7 @@ rule collect_table_results:
     input:
         get_table_metrics,
     output:
-        "results/collected/{experiment}/{malfunction}.csv",
+        layout.COLLECTED_CSV,
     log:
         "logs/collect_results/{experiment}_{malfunction}.log",
     conda:
@@ -43,7 +43,7 @@ rule render_table:
     input:
         get_report_inputs,
     output:
-        "tables/{report}.tex",  # in the HTML report as its page (browse.smk: table_html)
+        layout.TABLE,  # in the HTML report as its page (browse.smk: table_html)
     log:
         "logs/render_table/{report}.log",
     wildcard_constraints:
@@ -62,9 +62,9 @@ rule render_figure:
     input:
         get_report_inputs,
     output:
-        pdf="figures/{report}.pdf",
+        pdf=layout.FIGURE_PDF,
         png=report(
-            "figures/{report}.png",
+            layout.FIGURE_PNG,
             caption="../report/figure.rst",
             category=report_category,
             subcategory=report_subcategory,
@@ -88,15 +88,15 @@ rule render_figure_numbers:
     input:
         get_report_inputs,
     output:
-        pdf="figures/{report}.pdf",
+        pdf=layout.FIGURE_PDF,
         png=report(
-            "figures/{report}.png",
+            layout.FIGURE_PNG,
             caption="../report/figure.rst",
             category=report_category,
             subcategory=report_subcategory,
         ),
         csv=report(
-            "figures/{report}.csv",
+            layout.FIGURE_NUMBERS,
             caption="../report/figure_numbers.rst",
             category=report_category,
             subcategory=report_subcategory,

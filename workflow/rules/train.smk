@@ -10,8 +10,8 @@ rule run_cell:
     input:
         unpack(get_cell_data),
     output:
-        metrics="results/runs/{experiment}/{malfunction}/{method}/k{k}/seed{seed}/metrics.json",
-        timing="results/runs/{experiment}/{malfunction}/{method}/k{k}/seed{seed}/timing.json",
+        metrics=layout.RUN_METRICS,
+        timing=layout.RUN_TIMING,
     log:
         "logs/run_cell/{experiment}/{malfunction}/{method}/k{k}/seed{seed}.log",
     benchmark:

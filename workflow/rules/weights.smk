@@ -10,7 +10,7 @@ localrules:
 
 rule fetch_weights:
     output:
-        "results/weights/{filename}",
+        layout.WEIGHT_FILE,
     log:
         "logs/fetch_weights/{filename}.log",
     wildcard_constraints:

@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from benchlib import layout
 from benchlib.data.progress import ItemProgress
 from benchlib.errors import BenchlibError, require
 from benchlib.params import Param, Params
@@ -219,7 +220,7 @@ def settings_key(scenario: Scenario, num_clients: int, seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-CORRUPTED_ROOT = "results/corrupted"
+CORRUPTED_ROOT = layout.CORRUPTED
 
 
 def corruption_of(dataset: dict[str, Any]) -> Scenario | None:
@@ -237,7 +238,7 @@ def cell_store(config: Any, dataset: str) -> str:
     if scenario is not None:
         seed = int(entry["split"]["seed"])
         return f"{CORRUPTED_ROOT}/{dataset}/{settings_key(scenario, int(entry['clients']), seed)}"
-    return f"results/data/{config.store_name(dataset)}"
+    return layout.store_dir(config.store_name(dataset))
 
 
 def corrupted_clients(num_clients: int, ratio: float, seed: int) -> list[int]:

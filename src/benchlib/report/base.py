@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from benchlib import layout
 from benchlib.errors import BenchlibError, require
 from benchlib.params import NO_PARAMS, Param, Params
 from benchlib.registry import Registry, import_submodules
@@ -55,14 +56,9 @@ class ReportConfig(Protocol):
     def cells(self, experiment: str, malfunction: str | None = None) -> list[Cell]: ...
 
 
-# kind of output -> the target paths of a report NAME (figure_numbers: a figure and a CSV of the
-# numbers it shows)
-OUTPUTS: dict[str, tuple[str, ...]] = {
-    "table": ("tables/{name}.tex",),
-    "figure": ("figures/{name}.pdf", "figures/{name}.png"),
-    "figure_numbers": ("figures/{name}.pdf", "figures/{name}.png", "figures/{name}.csv"),
-    "markdown": ("reports/{name}.md", "reports/{name}.pdf"),  # text report + its figure
-}
+# kind of output -> the target paths of a report (figure_numbers: a figure and a CSV of the
+# numbers it shows); the patterns live in benchlib.layout
+OUTPUTS: dict[str, tuple[str, ...]] = layout.REPORT_OUTPUTS
 
 
 class ReportKind:
@@ -125,7 +121,7 @@ class Report:
 
     @property
     def targets(self) -> list[str]:
-        return [pattern.format(name=self.name) for pattern in OUTPUTS[self.output]]
+        return list(layout.report_outputs(self.output, self.name))
 
 
 def resolve_reports(config: ReportConfig) -> dict[str, Report]:

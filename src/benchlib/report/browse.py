@@ -14,10 +14,13 @@ from typing import Any
 
 import yaml
 
+from benchlib import layout
 from benchlib.report.base import Report, ReportConfig, experiment_title
 
 PAPER_LABELS = {"lightyear": "LIGHTYEAR", "fedagain": "FedAgain", "tfl": "TFL"}
-_RUN_INPUT = re.compile(r"results/(?:collected|runs)/([^/]+?)(?:\.csv$|/)")
+_RUN_INPUT = re.compile(
+    rf"(?:{re.escape(layout.COLLECTED)}|{re.escape(layout.RUNS)})/([^/]+?)(?:\.csv$|/)"
+)
 
 
 def paper_index(paper_dir: str | Path) -> dict[str, str]:

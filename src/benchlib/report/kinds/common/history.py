@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.errors import BenchlibError, require
 from benchlib.report.base import ReportKind, check_known, check_outputs
 from benchlib.report.figures import save_figure
@@ -27,7 +28,7 @@ NO_MALFUNCTION = "none"
 def run_file(experiment: str, malfunction: str, method: str, k: int, seed: int) -> str:
     """The metrics.json of one cell (k = 0 cells run without malfunction)."""
     mal = NO_MALFUNCTION if k == 0 else malfunction
-    return f"results/runs/{experiment}/{mal}/{method}/k{k}/seed{seed}/metrics.json"
+    return layout.run_metrics(experiment, mal, method, k, seed)
 
 
 def check_methods(config: ReportConfig, experiment: str, methods: list[str]) -> None:

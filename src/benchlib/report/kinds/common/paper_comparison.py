@@ -30,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.data.paths import resolve_input_path
 from benchlib.errors import require
 from benchlib.params import Param, Params
@@ -480,7 +481,7 @@ class PaperComparison(ReportKind):
         if spec["mode"] == "columns":
             return [spec["paper_values"], *spec_inputs(spec["columns"])]
         return [spec["paper_values"]] + [
-            f"results/collected/{exp['experiment']}/{malfunction}.csv"
+            layout.collected_csv(exp["experiment"], malfunction)
             for exp in spec["experiments"]
             for malfunction in exp["malfunctions"]
         ]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.errors import require
 
 # how far a run is from the paper: stated in the first lines of every comparison report
@@ -136,9 +137,9 @@ def _files(
     config: ReportConfig, experiments: list[str], methods: list[str], scope: str
 ) -> list[dict[str, Any]]:
     if scope == "pooled":
-        return [{"path": f"results/collected/{e}/none.csv"} for e in experiments]
+        return [{"path": layout.collected_csv(e, "none")} for e in experiments]
     return [
-        {"path": f"{c.run_dir}/metrics.json", "experiment": e, "method": c.method, "seed": c.seed}
+        {"path": c.metrics_path, "experiment": e, "method": c.method, "seed": c.seed}
         for e in experiments
         for c in config.cells(e)
         if c.method in methods

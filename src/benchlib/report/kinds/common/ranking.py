@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -359,7 +360,7 @@ class RankingFigure(ReportKind):
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
         return [
-            f"results/collected/{exp['experiment']}/{malfunction}.csv"
+            layout.collected_csv(exp["experiment"], malfunction)
             for exp in spec["experiments"]
             for malfunction in exp["malfunctions"]
         ]

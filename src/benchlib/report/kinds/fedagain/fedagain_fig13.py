@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -271,7 +272,7 @@ class FedAgainFig13(ReportKind):
                 variants = axis_variants(config, base, row)
                 labels = [scenario_label(v) if row == "corruption" else str(v) for _, v in variants]
                 entry[row] = [[e, label] for (e, _), label in zip(variants, labels, strict=True)]
-                inputs += [f"results/collected/{e}/none.csv" for e, _ in variants]
+                inputs += [layout.collected_csv(e, "none") for e, _ in variants]
                 own = config.experiments[variants[0][0]]["methods"]
                 methods = methods or list(own)
                 missing = [m for m in methods if m not in own]

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.errors import require
 from benchlib.io import write_text_atomic
 from benchlib.params import Param, Params
@@ -99,7 +100,7 @@ class FedAgainTable(ReportKind):
             "datasets": [[d, config.dataset_label(d)] for d in datasets],
             "caption": params["caption"] if params["caption"] is not None else STATISTIC[table],
             "statistic": STATISTIC[table],
-            "inputs": [f"results/data/{config.store_name(d)}/manifest.json" for d in datasets],
+            "inputs": [layout.store_manifest(config.store_name(d)) for d in datasets],
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:

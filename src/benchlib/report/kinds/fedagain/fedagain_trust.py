@@ -89,7 +89,7 @@ class FedAgainTrust(ReportKind):
                 {"experiment": experiment,
                  "title": f"{experiment_title(config, experiment)}: {scenario.ratio * 100:g} % "
                  f"corrupted, severity {scenario.severity}",
-                 "corrupted": corrupted, "metrics": f"{cell.run_dir}/metrics.json"}
+                 "corrupted": corrupted, "metrics": cell.metrics_path}
             )  # fmt: skip
         return {
             "name": name,

@@ -30,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -151,7 +152,7 @@ class FedAgainGroups(ReportKind):
             "title": params["title"] if params["title"] is not None else name,
             "note": params["note"],
             "statistic": STATISTIC[self.style],
-            "inputs": [f"results/collected/{e}/none.csv" for e in dict.fromkeys(experiments)],
+            "inputs": [layout.collected_csv(e, "none") for e in dict.fromkeys(experiments)],
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -185,7 +186,7 @@ class RobustnessFigure(ReportKind):
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
         return [
-            f"results/collected/{panel['experiment']}/{malfunction}.csv"
+            layout.collected_csv(panel["experiment"], malfunction)
             for panel in spec["panels"]
             for malfunction in panel["malfunctions"]
         ]

@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import __version__
+from benchlib import __version__, layout
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -236,7 +236,7 @@ class RobustnessTable(ReportKind):
         }
 
     def inputs(self, spec: dict[str, Any]) -> list[str]:
-        return [f"results/collected/{spec['experiment']}/{spec['malfunction']}.csv"]
+        return [layout.collected_csv(spec["experiment"], spec["malfunction"])]
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         import pandas as pd

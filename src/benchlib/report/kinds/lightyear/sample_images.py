@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchlib import layout
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -125,7 +126,7 @@ class SampleImages(ReportKind):
         )
         return {
             "name": name,
-            "store": f"results/data/{config.store_name(dataset)}",
+            "store": layout.store_dir(config.store_name(dataset)),
             "by": params["by"],
             "per_row": int(params["per_row"]),
             "seed": int(params["seed"]),

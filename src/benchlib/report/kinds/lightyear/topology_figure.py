@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -122,7 +123,7 @@ class TopologyFigure(ReportKind):
     def inputs(self, spec: dict[str, Any]) -> list[str]:
         experiments = dict.fromkeys(s["experiment"] for s in spec["series"])
         return [
-            f"results/collected/{experiment}/{malfunction}.csv"
+            layout.collected_csv(experiment, malfunction)
             for experiment in experiments
             for malfunction in spec["malfunctions"]
         ]

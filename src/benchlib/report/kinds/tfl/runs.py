@@ -130,8 +130,8 @@ def cell_runs(
                         "experiment": experiment,
                         "method": cell.method,
                         "seed": cell.seed,
-                        "path": f"{cell.run_dir}/metrics.json",
-                        "timing": f"{cell.run_dir}/timing.json",
+                        "path": cell.metrics_path,
+                        "timing": cell.timing_path,
                     }
                 )
     return runs
@@ -148,7 +148,7 @@ def single_cell(config: ReportConfig, name: str, params: dict[str, Any]) -> tupl
     require(seed in exp["seeds"], f"reports.{name}: {experiment} has no seed {seed}")
     cells = [c for c in config.cells(experiment) if c.method == method and c.seed == seed]
     require(len(cells) == 1, f"reports.{name}: expected one cell, found {len(cells)}")
-    return f"{cells[0].run_dir}/metrics.json", f"{config.method_label(method)}, {experiment}"
+    return cells[0].metrics_path, f"{config.method_label(method)}, {experiment}"
 
 
 # ----------------------------------------------------------------------- reading the cells

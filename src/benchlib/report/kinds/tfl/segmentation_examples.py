@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchlib import layout
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -210,10 +211,10 @@ class SegmentationExamples(ReportKind):
             require(method in exp["methods"], f"{experiment} has no method {method}")
             cells = [c for c in config.cells(experiment) if c.method == method and c.seed == seed]
             require(len(cells) == 1, f"expected one cell of {method}, seed {seed}: {len(cells)}")
-            metrics.append(f"{cells[0].run_dir}/metrics.json")
+            metrics.append(cells[0].metrics_path)
         return {
             "name": name,
-            "store": f"results/data/{config.store_name(exp['dataset'])}/manifest.json",
+            "store": layout.store_manifest(config.store_name(exp["dataset"])),
             "metrics": metrics,
             "methods": [[m, config.method_label(m)] for m in params["methods"]],
             "scope": scope,

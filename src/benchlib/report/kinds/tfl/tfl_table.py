@@ -217,9 +217,7 @@ class TflTable(ReportKind):
         for experiment in sorted({r["experiment"] for r in rows}):
             for cell in config.cells(experiment):
                 if cell.method in methods:
-                    cells.setdefault(f"{experiment}/{cell.method}", []).append(
-                        f"{cell.run_dir}/metrics.json"
-                    )
+                    cells.setdefault(f"{experiment}/{cell.method}", []).append(cell.metrics_path)
         metric = params["metric"]
         display = MetricDisplay.resolve(
             metric, params["percent"], params["decimals"], params["metric_label"]
