@@ -38,7 +38,7 @@ from benchlib.methods.base import (
     register_method,
     sample_clients,
 )
-from benchlib.methods.client_graph import dual_step, dual_step_size
+from benchlib.methods.client_graph import dual_step, dual_step_size, finite_losses
 from benchlib.methods.tfl import draw_counts
 from benchlib.seeding import numpy_rng
 
@@ -95,6 +95,7 @@ class DRFA(StarMethod):
         self.federation: list[int] = []
         self.weights = np.zeros(0)
         self.lambda_history: list[list[float]] = []
+        self.nonfinite_losses: list[dict[str, Any]] = []  # rounds with a diverged client
 
     def _start(self, clients: list[int]) -> None:
         if not self.federation:
@@ -155,10 +156,13 @@ class DRFA(StarMethod):
         size = min(self.dual_clients or self.clients_per_round or n, n)
         rng = numpy_rng(self.seed, "drfa/dual", info.round)
         chosen = sample_clients(np.ones(n), size, rng)
+        ids = [self.federation[i] for i in chosen]
+        raw = [self._context.evaluate_loss(c, snapshot, "train") for c in ids]
+        losses, bad = finite_losses(np.array(raw), ids, info.round, "drfa")
+        if bad:
+            self.nonfinite_losses.append({"round": info.round, "clients": bad})
         v = np.zeros(n)
-        for i in chosen:
-            loss = self._context.evaluate_loss(self.federation[i], snapshot, "train")
-            v[i] = (n / size) * (loss if np.isfinite(loss) else 0.0)
+        v[chosen] = (n / size) * losses
         step = dual_step_size(self.gamma, self.gamma_decay, info.round, float(np.mean(steps)))
         self.weights = dual_step(self.weights, v, step, floor=self.floor)
         self.lambda_history.append([round(float(x), 6) for x in self.weights])
@@ -168,12 +172,17 @@ class DRFA(StarMethod):
             "federation": list(self.federation),
             "weights": torch.from_numpy(self.weights.copy()),
             "lambda_history": self.lambda_history,
+            "nonfinite_losses": self.nonfinite_losses,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.federation = list(state["federation"])
         self.weights = state["weights"].numpy().copy()
         self.lambda_history = list(state["lambda_history"])
+        self.nonfinite_losses = list(state.get("nonfinite_losses", []))
 
     def summary(self) -> dict[str, Any]:
-        return {"federation": list(self.federation), "lambda": self.lambda_history}
+        out: dict[str, Any] = {"federation": list(self.federation), "lambda": self.lambda_history}
+        if self.nonfinite_losses:  # rounds whose dual step met a diverged client
+            out["nonfinite_losses"] = self.nonfinite_losses
+        return out

@@ -50,6 +50,7 @@ from benchlib.methods.client_graph import (
     StepCounter,
     dual_step,
     dual_step_size,
+    finite_losses,
     learn_topology,
     similarity_matrix,
 )
@@ -133,6 +134,7 @@ class TFL(StarMethod):
         self.seen = np.zeros(0, dtype=bool)
         self.lambda_history: list[list[float]] = []
         self.topology_history: list[dict[str, Any]] = []
+        self.nonfinite_losses: list[dict[str, Any]] = []  # rounds with a diverged client
 
     def _start(self, clients: list[int]) -> None:
         if not self.federation:
@@ -202,8 +204,17 @@ class TFL(StarMethod):
     def _update_topology(self, round_index: int) -> None:
         assert self.memory is not None
         idx = np.nonzero(self.seen)[0]
+        embeddings = self.memory[torch.from_numpy(idx)]
+        finite = torch.isfinite(embeddings).all(dim=1).tolist()
+        bad = [self.federation[i] for i, ok in zip(idx, finite, strict=True) if not ok]
+        require(
+            not bad,
+            f"tfl: round {round_index}: the models of clients {bad} hold non-finite (NaN or "
+            "inf) parameters, so no similarity graph exists: they diverged; lower the "
+            "learning rate",
+        )
         top = learn_topology(
-            self.memory[torch.from_numpy(idx)],
+            embeddings,
             self.similarity,
             self.epsilon,
             self.centrality,
@@ -226,7 +237,9 @@ class TFL(StarMethod):
         losses = np.array(
             [self._context.evaluate_loss(c, new_global, self.loss_subset) for c in self.federation]
         )
-        losses = np.nan_to_num(losses, nan=0.0, posinf=0.0)
+        losses, bad = finite_losses(losses, self.federation, round_index, "tfl")
+        if bad:
+            self.nonfinite_losses.append({"round": round_index, "clients": bad})
         step = dual_step_size(self.lr_lambda, self.lr_decay, round_index, tau)
         self.weights = dual_step(self.weights, losses, step, self.prior, self.q, self.floor)
         self.lambda_history.append([round(float(x), 6) for x in self.weights])
@@ -241,6 +254,7 @@ class TFL(StarMethod):
             "memory": self.memory if self.memory is not None else torch.zeros(0),
             "lambda_history": self.lambda_history,
             "topology_history": self.topology_history,
+            "nonfinite_losses": self.nonfinite_losses,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -251,6 +265,7 @@ class TFL(StarMethod):
         self.memory = state["memory"] if state["memory"].numel() else None
         self.lambda_history = list(state["lambda_history"])
         self.topology_history = list(state["topology_history"])
+        self.nonfinite_losses = list(state.get("nonfinite_losses", []))
 
     def final_similarities(self) -> dict[str, Any]:
         """Raw pairwise similarity of the clients' latest transmitted models (their node
@@ -266,9 +281,12 @@ class TFL(StarMethod):
         return out
 
     def summary(self) -> dict[str, Any]:
-        return {
+        out = {
             "federation": list(self.federation),
             "lambda": self.lambda_history,
             "topology": self.topology_history,
             "similarities": self.final_similarities(),
         }
+        if self.nonfinite_losses:  # rounds whose dual step met a diverged client
+            out["nonfinite_losses"] = self.nonfinite_losses
+        return out
