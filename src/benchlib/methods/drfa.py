@@ -18,8 +18,13 @@ min_w max_{lambda in simplex} sum_i lambda_i f_i(w). Each round s:
    the start of every round; default gamma 0.1), tau the mean local steps of the round's
    clients (:func:`~benchlib.methods.client_graph.dual_step_size`, TFL's step too).
 
-lambda starts uniform (the authors start proportional to training-set sizes, equal for the
-evenly split clients of the TFL benchmarks). lambda per round is recorded in metrics.json.
+lambda starts uniform, 1/N per client. The DRFA authors' code starts proportional to the
+clients' training-set sizes, and the TFL paper leaves lambda's start open (Algorithm 1 takes
+"initial lambda^(0)" as an input). The two starts differ on every TFL benchmark whose clients
+differ in size: PACS (each domain split into 5 equal parts, so 334-786 images per client), eICU
+(hospitals), CIFAR Dir(0.1) and FeTS (institutions); uniform is a choice, not the authors'
+start. lambda per round is recorded in metrics.json; a non-finite dual loss takes the round's
+largest finite loss (:func:`~benchlib.methods.client_graph.finite_losses`).
 """
 
 from __future__ import annotations

@@ -9,11 +9,14 @@ Per round t (0-based here; the paper counts from 1):
 3. every f rounds (when (t + 1) % f == 0) client topology learning (Eq. 4): pairwise model
    similarity (dot product by default), min-max scaled to [0, 1], epsilon-graph; the prior is
    p = softmax(centrality) (betweenness by default: the paper's unnormalised
-   c_k = sum_{s != k != t} sigma_st(k) / sigma_st; ``normalized_betweenness`` divides it by
-   (n-1)(n-2)/2 as networkx does by default);
+   c_k = sum_{s != k != t} sigma_st(k) / sigma_st, and every other centrality on that pair
+   scale; ``normalized_betweenness`` puts every centrality in networkx's normalised form
+   instead, betweenness divided by (n-1)(n-2)/2: see :mod:`~benchlib.methods.client_graph`);
 4. the KL-regularised dual ascent (Eq. 6-7): lambda <- Pi(lambda + eta_t (l(theta^{t+1}) -
    q (log(lambda / p) + 1))), l_k the training loss of the new global model on client k, then
-   the DRFA authors' floor at 1e-3.
+   the DRFA authors' floor at 1e-3. A non-finite l_k (the model diverged on client k) takes the
+   round's largest finite loss, logged and recorded (``nonfinite_losses``); lambda starts
+   uniform (the paper leaves lambda^(0) open; see :mod:`~benchlib.methods.drfa`).
 
 The graph uses each client's latest transmitted model (only the drawn clients train in a round;
 a client never drawn yet is left out of the graph and gets the smallest prior mass). A model's
