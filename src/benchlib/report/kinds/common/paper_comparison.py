@@ -390,7 +390,7 @@ class PaperComparison(ReportKind):
             "columns": derived_param(
                 {"type": "array", "minItems": 1, "items": COLUMN_ENTRY},
                 "table mode (FedAgain, TFL): one entry per paper column {source, column, "
-                "experiments, scope[, metrics, methods]}; give this or compare",
+                "experiments, scope[, pooling, metrics, methods]}; give this or compare",
                 "LIGHTYEAR mode",
             ),
             "scale": derived_param(
