@@ -101,18 +101,23 @@ def pair_count(n: int) -> float:
 
 
 def _eigenvector(graph) -> dict[int, float]:
-    """Eigenvector centrality per connected component (networkx's solver is defined on connected
-    graphs only and raises AmbiguousSolution on any other): each component's principal
-    eigenvector, positive with unit norm over the component, as networkx gives it for a
-    connected graph; isolated nodes 0."""
+    """Eigenvector centrality per connected component: each component's principal eigenvector
+    of its adjacency matrix, positive with unit norm over the component (networkx's
+    normalisation for a connected graph), isolated nodes 0. networkx's own solver is defined on
+    connected graphs only (it raises AmbiguousSolution on any other) and starts ARPACK from a
+    random vector; a dense symmetric eigensolver per component is exact and deterministic."""
     import networkx as nx
 
     values = dict.fromkeys(graph.nodes, 0.0)
     for nodes in nx.connected_components(graph):
-        if len(nodes) == 2:  # one edge: (1, 1) / sqrt 2 (too small for networkx's solver)
-            values.update(dict.fromkeys(nodes, 2.0**-0.5))
-        elif len(nodes) >= 3:
-            values.update(nx.eigenvector_centrality_numpy(graph.subgraph(nodes)))
+        if len(nodes) < 2:
+            continue
+        order = sorted(nodes)
+        matrix = nx.to_numpy_array(graph, nodelist=order, dtype=np.float64)
+        eigenvalues, eigenvectors = np.linalg.eigh(matrix)
+        principal = eigenvectors[:, int(np.argmax(eigenvalues))]
+        principal = principal / (np.sign(principal.sum()) * np.linalg.norm(principal))
+        values.update(zip(order, (float(x) for x in principal), strict=True))
     return values
 
 
