@@ -363,9 +363,17 @@ def uncompared_values(paper: pd.DataFrame, columns: list[dict[str, Any]]) -> pd.
         for c in columns
         for metric, method, reason in c["skipped"]
     }
+    compared = {
+        (c["source"], c["column"], metric, name)
+        for c in columns
+        for metric in c["metrics"]
+        for name in c["paper_methods"].values()
+    }
     rows = []
     for row in paper[paper["source"].isin(sources)].itertuples():
         key = (row.source, row.column, row.metric, row.method)
+        if key in compared:
+            continue
         if (row.source, row.column) not in named:
             reason = "column not in this report"
         elif key in skipped:
