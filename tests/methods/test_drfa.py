@@ -181,3 +181,18 @@ def test_dual_set_holds_m_clients_even_when_one_client_was_drawn():
     # v = (4/4) loss on every client; step tau * gamma = 2 * 0.1
     lam = project_simplex(np.full(4, 0.25) + 0.2 * np.array([0.3, 0.1, 0.2, 0.4]))
     assert np.allclose(method.summary()["lambda"][0], lam, atol=1e-9)
+
+
+def test_drfa_non_finite_loss_takes_the_largest_finite_loss():
+    lambdas = {}
+    for bad in (True, False):
+        method = build_method("drfa", {"gamma": 0.1, "dual_clients": 3})
+        method.setup(3, 10, seed=7)
+        method.participants(0, [0, 1, 2], np.random.default_rng(1))
+        method._counts = {0: 1, 1: 1, 2: 1}
+        training = FakeTraining({0: 1.0, 1: float("inf") if bad else 4.0, 2: 4.0}, steps=4)
+        run_round(method, training, [0, 1, 2])
+        lambdas[bad] = method.summary()
+    assert lambdas[True]["lambda"] == lambdas[False]["lambda"]
+    assert lambdas[True]["nonfinite_losses"] == [{"round": 0, "clients": [1]}]
+    assert "nonfinite_losses" not in lambdas[False]

@@ -100,16 +100,19 @@ def test_centralities_of_a_path_and_a_star():
     # betweenness: the middle node is on the one 0-2 path ((n-1)(n-2)/2 = 1: normalised alike)
     assert np.allclose(centrality(path, "betweenness"), [0, 1, 0])
     assert np.allclose(centrality(path, "betweenness", normalized_betweenness=True), [0, 1, 0])
-    assert np.allclose(centrality(path, "degree"), [0.5, 1, 0.5])
-    assert np.allclose(centrality(path, "closeness"), [2 / 3, 1, 2 / 3])
+    # the others' normalised forms; raw, on the pair scale (x (n-1)(n-2)/2 = 1 here) alike
+    for normalised in (True, False):
+        assert np.allclose(centrality(path, "degree", normalised), [0.5, 1, 0.5])
+        assert np.allclose(centrality(path, "closeness", normalised), [2 / 3, 1, 2 / 3])
     star = np.zeros((4, 4), dtype=int)
     star[0, 1:] = star[1:, 0] = 1
     # the centre is on the one shortest path of each of the C(3, 2) = 3 leaf pairs (paper Sec.
     # 3.2's c_k); networkx's normalised value divides by (n-1)(n-2)/2 = 3
     assert np.allclose(centrality(star, "betweenness"), [3, 0, 0, 0])
     assert np.allclose(centrality(star, "betweenness", normalized_betweenness=True), [1, 0, 0, 0])
-    pr = centrality(star, "pagerank")
+    pr = centrality(star, "pagerank", normalized_betweenness=True)
     assert pr[0] > pr[1] == pytest.approx(pr[2]) and pr.sum() == pytest.approx(1.0)
+    assert np.allclose(centrality(star, "pagerank"), 3 * pr)  # raw: x (n-1)(n-2)/2 = 3
     ev = centrality(star, "eigenvector")  # principal eigenvector of the star: (sqrt 3, 1, 1, 1)
     assert np.allclose(ev / ev[1], [math.sqrt(3), 1, 1, 1])
     assert np.allclose(centrality(np.zeros((3, 3), dtype=int), "eigenvector"), 0)
@@ -368,3 +371,37 @@ def test_tfl_partial_embedding_counts_parameter_tensors_only():
     top = _tfl_topology(received, embedding_last=2)
     assert top["width"] == 2
     assert top["edges"] == [[0, 1], [1, 2]]
+
+
+def test_tfl_non_finite_loss_takes_the_largest_finite_loss():
+    """Client 1's loss is NaN: lambda moves as if it had client 2's loss (the largest), and the
+    summary records the round and client."""
+    steps = {}
+    for losses in ({0: 1.0, 1: float("nan"), 2: 3.0}, {0: 1.0, 1: 3.0, 2: 3.0}):
+        method = build_method("tfl", {"update_every": 100})
+        method.setup(3, 10, seed=0)
+        method._start([0, 1, 2])
+        method._counts = {0: 1, 1: 1, 2: 1}
+        training = FakeTraining(losses)
+        for c in (0, 1, 2):
+            method.train_client(training, c, 0)
+        method.aggregate(torch.zeros(2), torch.ones(3, 2), info([0, 1, 2]))
+        steps[math.isnan(losses[1])] = method.summary()
+    assert steps[True]["lambda"] == steps[False]["lambda"]
+    assert steps[True]["lambda"][0][1] > steps[True]["lambda"][0][0]  # not "easy" any more
+    assert steps[True]["nonfinite_losses"] == [{"round": 0, "clients": [1]}]
+    assert "nonfinite_losses" not in steps[False]
+
+
+def test_tfl_names_the_client_whose_embedding_is_not_finite():
+    method = build_method("tfl", {"update_every": 1})
+    method.setup(3, 10, seed=0)
+    method._start([4, 5, 6])
+    method._counts = {4: 1, 5: 1, 6: 1}
+    training = FakeTraining({4: 1.0, 5: 1.0, 6: 1.0}, numels=(2,))
+    training.models = [None] * 7
+    for c in (4, 5, 6):
+        method.train_client(training, c, 0)
+    received = torch.tensor([[1.0, 0.0], [float("nan"), 1.0], [0.0, 2.0]])
+    with pytest.raises(BenchlibError, match=r"clients \[5\].*non-finite"):
+        method.aggregate(torch.zeros(2), received, info([4, 5, 6]))

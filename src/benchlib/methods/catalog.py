@@ -258,8 +258,10 @@ for _name, _entry in {
         normalized_betweenness=Param(
             BOOLEAN,
             False,
-            "betweenness and current-flow betweenness divided by (n-1)(n-2)/2 (networkx's "
-            "normalisation); false: the paper's unnormalised sum (Sec. 3.2)",
+            "every centrality in networkx's normalised form (betweenness and current flow "
+            "divided by (n-1)(n-2)/2, degree by n-1, closeness, unit-norm eigenvector, "
+            "PageRank); false: every centrality on the pair scale of the paper's unnormalised "
+            "betweenness (Sec. 3.2; normalised x (n-1)(n-2)/2)",
         ),
         local_step_scale=Param(
             BOOLEAN,

@@ -7,14 +7,20 @@ are not on a 0-1 scale; Figure 4 of the paper normalises scores to [0, 1] the sa
 (l1, l2) become similarities by negation before that normalisation; the epsilon-graph is
 unweighted for centrality (networkx defaults). Betweenness is the paper's (Sec. 3.2)
 c_k = sum over pairs s != k != t of sigma_st(k) / sigma_st, each unordered pair counted once
-(networkx ``normalized=False``); ``normalized_betweenness`` divides it by (n-1)(n-2)/2, networkx's
-default, which keeps c in [0, 1] and the softmax prior close to uniform. Current-flow
-betweenness (Table 10) follows the same rule: unnormalised unless ``normalized_betweenness``.
+(networkx ``normalized=False``). Every centrality is on one footing, chosen by one switch
+(``normalized_betweenness``, the TFL parameter): normalised, every centrality is networkx's
+normalised form (within [0, 1]: betweenness and current-flow betweenness divided by
+(n-1)(n-2)/2, degree by n-1, closeness, the unit-norm eigenvector, PageRank); raw (the default),
+every centrality is on the pair scale of the paper's betweenness: its normalised form times
+(n-1)(n-2)/2, which is exactly the paper's unnormalised betweenness. So the softmax prior's
+sharpness follows the centrality's shape, not its scale. Eigenvector and current-flow
+centrality are defined on connected graphs: they are computed per connected component.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +28,7 @@ import torch
 
 from benchlib.errors import require
 
+LOG = logging.getLogger("benchlib")
 SIMILARITIES = ("dot", "cosine", "l2", "l1")
 CENTRALITIES = ("betweenness", "degree", "closeness", "eigenvector", "pagerank", "current_flow")
 
@@ -41,14 +48,33 @@ def similarity_matrix(vectors: torch.Tensor, metric: str = "dot") -> np.ndarray:
 
 
 def normalise(similarity: np.ndarray) -> np.ndarray:
-    """Min-max scaling of the off-diagonal entries to [0, 1] (diagonal set to 0)."""
+    """Min-max scaling of the off-diagonal entries to [0, 1] (diagonal set to 0).
+
+    Non-finite similarities (a diverged model's NaN or inf) are an error: min and max would be
+    NaN and every pair would silently become 1. All-equal similarities (identical embeddings)
+    scale to 1 for every pair, the complete graph, with a warning."""
     k = len(similarity)
     off = ~np.eye(k, dtype=bool)
     out = np.zeros_like(similarity, dtype=np.float64)
     if k < 2:
         return out
-    low, high = similarity[off].min(), similarity[off].max()
-    out[off] = (similarity[off] - low) / (high - low) if high > low else 1.0
+    values = similarity[off]
+    require(
+        bool(np.isfinite(values).all()),
+        f"client similarities hold non-finite values ({int((~np.isfinite(values)).sum())} of "
+        f"{values.size} pairs): a client model diverged (NaN or inf parameters); lower the "
+        "learning rate or check that client's data",
+    )
+    low, high = values.min(), values.max()
+    if high > low:
+        out[off] = (values - low) / (high - low)
+    else:
+        LOG.warning(
+            "client similarities are all equal (%d clients, identical embeddings?): every pair "
+            "scaled to 1, a complete graph",
+            k,
+        )
+        out[off] = 1.0
     return out
 
 
@@ -69,12 +95,30 @@ def _graph(adjacency: np.ndarray):
     return graph
 
 
+def pair_count(n: int) -> float:
+    """(n-1)(n-2)/2: the pairs s != k != t of Sec. 3.2's betweenness sum at n nodes."""
+    return (n - 1) * (n - 2) / 2.0 if n > 2 else 0.0
+
+
 def _eigenvector(graph) -> dict[int, float]:
+    """Eigenvector centrality per connected component: each component's principal eigenvector
+    of its adjacency matrix, positive with unit norm over the component (networkx's
+    normalisation for a connected graph), isolated nodes 0. networkx's own solver is defined on
+    connected graphs only (it raises AmbiguousSolution on any other) and starts ARPACK from a
+    random vector; a dense symmetric eigensolver per component is exact and deterministic."""
     import networkx as nx
 
-    if graph.number_of_edges() == 0:
-        return dict.fromkeys(graph.nodes, 0.0)
-    return nx.eigenvector_centrality_numpy(graph)
+    values = dict.fromkeys(graph.nodes, 0.0)
+    for nodes in nx.connected_components(graph):
+        if len(nodes) < 2:
+            continue
+        order = sorted(nodes)
+        matrix = nx.to_numpy_array(graph, nodelist=order, dtype=np.float64)
+        eigenvalues, eigenvectors = np.linalg.eigh(matrix)
+        principal = eigenvectors[:, int(np.argmax(eigenvalues))]
+        principal = principal / (np.sign(principal.sum()) * np.linalg.norm(principal))
+        values.update(zip(order, (float(x) for x in principal), strict=True))
+    return values
 
 
 def _current_flow(graph, normalized: bool = False) -> dict[int, float]:
@@ -96,25 +140,39 @@ def _current_flow(graph, normalized: bool = False) -> dict[int, float]:
     return {node: value * scale for node, value in values.items()}
 
 
-def _centrality_functions(normalized_betweenness: bool = False) -> dict[str, Callable]:
+def _centrality_functions(normalized: bool) -> dict[str, Callable]:
+    """kind -> centrality on the footing ``normalized`` asks for. Betweenness and current flow
+    are computed on it directly; the others are networkx's normalised forms, scaled to the pair
+    scale unless ``normalized``."""
     import networkx as nx
 
+    def on_footing(function: Callable) -> Callable:
+        if normalized:
+            return function
+
+        def raw(graph) -> dict[int, float]:
+            scale = pair_count(graph.number_of_nodes())
+            return {node: value * scale for node, value in function(graph).items()}
+
+        return raw
+
     return {
-        "betweenness": lambda g: nx.betweenness_centrality(g, normalized=normalized_betweenness),
-        "degree": nx.degree_centrality,
-        "closeness": nx.closeness_centrality,
-        "eigenvector": _eigenvector,
-        "pagerank": lambda g: nx.pagerank(g, alpha=0.85),
-        "current_flow": lambda g: _current_flow(g, normalized_betweenness),
+        "betweenness": lambda g: nx.betweenness_centrality(g, normalized=normalized),
+        "degree": on_footing(nx.degree_centrality),
+        "closeness": on_footing(nx.closeness_centrality),
+        "eigenvector": on_footing(_eigenvector),
+        "pagerank": on_footing(lambda g: nx.pagerank(g, alpha=0.85)),
+        "current_flow": lambda g: _current_flow(g, normalized),
     }
 
 
 def centrality(
     adjacency: np.ndarray, kind: str = "betweenness", normalized_betweenness: bool = False
 ) -> np.ndarray:
-    """Centrality of every node of the unweighted graph ``adjacency`` (networkx); betweenness
-    and current-flow betweenness unnormalised (the TFL paper's c_k) unless
-    ``normalized_betweenness``."""
+    """Centrality of every node of the unweighted graph ``adjacency`` (networkx): with
+    ``normalized_betweenness`` every kind's normalised form (within [0, 1]), else every kind on
+    the pair scale of the TFL paper's unnormalised betweenness c_k (normalised x (n-1)(n-2)/2;
+    betweenness itself is then the paper's c_k)."""
     require(kind in CENTRALITIES, f"unknown centrality {kind!r}; choose from {CENTRALITIES}")
     values = _centrality_functions(normalized_betweenness)[kind](_graph(adjacency))
     return np.array([float(values[i]) for i in range(len(adjacency))], dtype=np.float64)
@@ -149,6 +207,33 @@ def dual_step_size(gamma: float, decay: float, round_index: int, local_steps: fl
     mean number of local SGD steps of the round's clients (DRFA's tau)."""
     require(local_steps >= 0, f"local_steps must be >= 0, got {local_steps}")
     return float(local_steps) * float(gamma) * float(decay) ** (round_index + 1)
+
+
+def finite_losses(
+    losses: np.ndarray, clients: Sequence[int], round_index: int, method: str
+) -> tuple[np.ndarray, list[int]]:
+    """The dual losses with every non-finite one (NaN or inf: the model diverged on that
+    client) replaced by the round's largest finite loss, so a diverged client counts as the
+    hardest client, never as an easy one; and the ids of the replaced ``clients`` (logged as a
+    warning). An error when no loss is finite."""
+    losses = np.asarray(losses, dtype=np.float64)
+    finite = np.isfinite(losses)
+    if finite.all():
+        return losses, []
+    bad = [int(c) for c, ok in zip(clients, finite, strict=True) if not ok]
+    require(
+        bool(finite.any()),
+        f"{method}: round {round_index}: the model's loss is not finite on every client: "
+        "training diverged; lower the learning rate",
+    )
+    LOG.warning(
+        "%s: round %d: non-finite loss on clients %s; they take the round's largest finite "
+        "loss in the dual step",
+        method,
+        round_index,
+        bad,
+    )
+    return np.where(finite, losses, losses[finite].max()), bad
 
 
 class StepCounter:

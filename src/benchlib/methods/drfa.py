@@ -18,8 +18,13 @@ min_w max_{lambda in simplex} sum_i lambda_i f_i(w). Each round s:
    the start of every round; default gamma 0.1), tau the mean local steps of the round's
    clients (:func:`~benchlib.methods.client_graph.dual_step_size`, TFL's step too).
 
-lambda starts uniform (the authors start proportional to training-set sizes, equal for the
-evenly split clients of the TFL benchmarks). lambda per round is recorded in metrics.json.
+lambda starts uniform, 1/N per client. The DRFA authors' code starts proportional to the
+clients' training-set sizes, and the TFL paper leaves lambda's start open (Algorithm 1 takes
+"initial lambda^(0)" as an input). The two starts differ on every TFL benchmark whose clients
+differ in size: PACS (each domain split into 5 equal parts, so 334-786 images per client), eICU
+(hospitals), CIFAR Dir(0.1) and FeTS (institutions); uniform is a choice, not the authors'
+start. lambda per round is recorded in metrics.json; a non-finite dual loss takes the round's
+largest finite loss (:func:`~benchlib.methods.client_graph.finite_losses`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from benchlib.methods.base import (
     TrainingContext,
     sample_clients,
 )
-from benchlib.methods.client_graph import dual_step, dual_step_size
+from benchlib.methods.client_graph import dual_step, dual_step_size, finite_losses
 from benchlib.methods.tfl import draw_counts
 from benchlib.seeding import numpy_rng
 
@@ -93,6 +98,7 @@ class DRFA(StarMethod):
         self.federation: list[int] = []
         self.weights = np.zeros(0)
         self.lambda_history: list[list[float]] = []
+        self.nonfinite_losses: list[dict[str, Any]] = []  # rounds with a diverged client
 
     def _start(self, clients: list[int]) -> None:
         if not self.federation:
@@ -153,10 +159,13 @@ class DRFA(StarMethod):
         size = min(self.dual_clients or self.clients_per_round or n, n)
         rng = numpy_rng(self.seed, "drfa/dual", info.round)
         chosen = sample_clients(np.ones(n), size, rng)
+        ids = [self.federation[i] for i in chosen]
+        raw = [self._context.evaluate_loss(c, snapshot, "train") for c in ids]
+        losses, bad = finite_losses(np.array(raw), ids, info.round, "drfa")
+        if bad:
+            self.nonfinite_losses.append({"round": info.round, "clients": bad})
         v = np.zeros(n)
-        for i in chosen:
-            loss = self._context.evaluate_loss(self.federation[i], snapshot, "train")
-            v[i] = (n / size) * (loss if np.isfinite(loss) else 0.0)
+        v[chosen] = (n / size) * losses
         step = dual_step_size(self.gamma, self.gamma_decay, info.round, float(np.mean(steps)))
         self.weights = dual_step(self.weights, v, step, floor=self.floor)
         self.lambda_history.append([round(float(x), 6) for x in self.weights])
@@ -166,12 +175,17 @@ class DRFA(StarMethod):
             "federation": list(self.federation),
             "weights": torch.from_numpy(self.weights.copy()),
             "lambda_history": self.lambda_history,
+            "nonfinite_losses": self.nonfinite_losses,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.federation = list(state["federation"])
         self.weights = state["weights"].numpy().copy()
         self.lambda_history = list(state["lambda_history"])
+        self.nonfinite_losses = list(state.get("nonfinite_losses", []))
 
     def summary(self) -> dict[str, Any]:
-        return {"federation": list(self.federation), "lambda": self.lambda_history}
+        out: dict[str, Any] = {"federation": list(self.federation), "lambda": self.lambda_history}
+        if self.nonfinite_losses:  # rounds whose dual step met a diverged client
+            out["nonfinite_losses"] = self.nonfinite_losses
+        return out

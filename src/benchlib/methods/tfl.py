@@ -9,11 +9,14 @@ Per round t (0-based here; the paper counts from 1):
 3. every f rounds (when (t + 1) % f == 0) client topology learning (Eq. 4): pairwise model
    similarity (dot product by default), min-max scaled to [0, 1], epsilon-graph; the prior is
    p = softmax(centrality) (betweenness by default: the paper's unnormalised
-   c_k = sum_{s != k != t} sigma_st(k) / sigma_st; ``normalized_betweenness`` divides it by
-   (n-1)(n-2)/2 as networkx does by default);
+   c_k = sum_{s != k != t} sigma_st(k) / sigma_st, and every other centrality on that pair
+   scale; ``normalized_betweenness`` puts every centrality in networkx's normalised form
+   instead, betweenness divided by (n-1)(n-2)/2: see :mod:`~benchlib.methods.client_graph`);
 4. the KL-regularised dual ascent (Eq. 6-7): lambda <- Pi(lambda + eta_t (l(theta^{t+1}) -
    q (log(lambda / p) + 1))), l_k the training loss of the new global model on client k, then
-   the DRFA authors' floor at 1e-3.
+   the DRFA authors' floor at 1e-3. A non-finite l_k (the model diverged on client k) takes the
+   round's largest finite loss, logged and recorded (``nonfinite_losses``); lambda starts
+   uniform (the paper leaves lambda^(0) open; see :mod:`~benchlib.methods.drfa`).
 
 The graph uses each client's latest transmitted model (only the drawn clients train in a round;
 a client never drawn yet is left out of the graph and gets the smallest prior mass). A model's
@@ -49,6 +52,7 @@ from benchlib.methods.client_graph import (
     StepCounter,
     dual_step,
     dual_step_size,
+    finite_losses,
     learn_topology,
     similarity_matrix,
 )
@@ -131,6 +135,7 @@ class TFL(StarMethod):
         self.seen = np.zeros(0, dtype=bool)
         self.lambda_history: list[list[float]] = []
         self.topology_history: list[dict[str, Any]] = []
+        self.nonfinite_losses: list[dict[str, Any]] = []  # rounds with a diverged client
 
     def _start(self, clients: list[int]) -> None:
         if not self.federation:
@@ -200,8 +205,17 @@ class TFL(StarMethod):
     def _update_topology(self, round_index: int) -> None:
         assert self.memory is not None
         idx = np.nonzero(self.seen)[0]
+        embeddings = self.memory[torch.from_numpy(idx)]
+        finite = torch.isfinite(embeddings).all(dim=1).tolist()
+        bad = [self.federation[i] for i, ok in zip(idx, finite, strict=True) if not ok]
+        require(
+            not bad,
+            f"tfl: round {round_index}: the models of clients {bad} hold non-finite (NaN or "
+            "inf) parameters, so no similarity graph exists: they diverged; lower the "
+            "learning rate",
+        )
         top = learn_topology(
-            self.memory[torch.from_numpy(idx)],
+            embeddings,
             self.similarity,
             self.epsilon,
             self.centrality,
@@ -224,7 +238,9 @@ class TFL(StarMethod):
         losses = np.array(
             [self._context.evaluate_loss(c, new_global, self.loss_subset) for c in self.federation]
         )
-        losses = np.nan_to_num(losses, nan=0.0, posinf=0.0)
+        losses, bad = finite_losses(losses, self.federation, round_index, "tfl")
+        if bad:
+            self.nonfinite_losses.append({"round": round_index, "clients": bad})
         step = dual_step_size(self.lr_lambda, self.lr_decay, round_index, tau)
         self.weights = dual_step(self.weights, losses, step, self.prior, self.q, self.floor)
         self.lambda_history.append([round(float(x), 6) for x in self.weights])
@@ -239,6 +255,7 @@ class TFL(StarMethod):
             "memory": self.memory if self.memory is not None else torch.zeros(0),
             "lambda_history": self.lambda_history,
             "topology_history": self.topology_history,
+            "nonfinite_losses": self.nonfinite_losses,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -249,6 +266,7 @@ class TFL(StarMethod):
         self.memory = state["memory"] if state["memory"].numel() else None
         self.lambda_history = list(state["lambda_history"])
         self.topology_history = list(state["topology_history"])
+        self.nonfinite_losses = list(state.get("nonfinite_losses", []))
 
     def final_similarities(self) -> dict[str, Any]:
         """Raw pairwise similarity of the clients' latest transmitted models (their node
@@ -264,9 +282,12 @@ class TFL(StarMethod):
         return out
 
     def summary(self) -> dict[str, Any]:
-        return {
+        out = {
             "federation": list(self.federation),
             "lambda": self.lambda_history,
             "topology": self.topology_history,
             "similarities": self.final_similarities(),
         }
+        if self.nonfinite_losses:  # rounds whose dual step met a diverged client
+            out["nonfinite_losses"] = self.nonfinite_losses
+        return out

@@ -91,8 +91,10 @@ def markdown(
     intervals: pd.DataFrame,
     tests: pd.DataFrame,
     figure: str,
+    uncompared: pd.DataFrame,
 ) -> str:
-    """The report text: the scale first, then a summary line per column, then each column."""
+    """The report text: the scale first, then a summary line per column, then each column, then
+    the paper values of the compared sources that no cell gives (``uncompared``)."""
     from benchlib.report.kinds.common.paper_tables import SCALES
 
     confidence = round(100 * spec["confidence"])
@@ -106,14 +108,18 @@ def markdown(
         f"Cell scores: {cells_read} (a cell counts once per column it fills); seeds: {seeds}.",
         "",
         f"Paper: `{spec['paper_values_name']}` (every number the paper prints for these columns; "
-        "`~` = the text gives it only approximately). Ours: mean over the column's cells "
-        "(experiments x seeds); each cell scored as its column says (IF / OOF: mean over the "
-        "in-federation / held-out clients; pooled: the global model on the pooled test sets). "
-        f"{confidence} % CI: percentile bootstrap (seeded) of that mean over the units (seeds x "
-        "clients for IF / OOF, experiments x seeds for pooled). Kendall's tau: our order of the "
-        "methods vs. the paper's (1 = same, -1 = reversed). Best vs. second: our best method "
-        "against our second, paired over the same units, two-sided; `n too small` where there "
-        "are too few pairs. MSE: lower is better; every other metric: higher is better.",
+        "`~` = the text gives it only approximately; a paper method is compared with the config "
+        "method of that id or, failing one, with the config method that runs it, e.g. the "
+        "paper's fedsr with fedsr_r50; the values no cell gives are listed at the end). Ours: "
+        "mean over the column's cells (experiments x seeds); each cell scored as its column "
+        "says (IF / OOF: as the TFL tables score it, the in-federation / held-out clients' "
+        "pooled predictions, or their clients' mean for segmentation; pooled: the global model "
+        f"on the pooled test sets). {confidence} % CI: percentile bootstrap (seeded) of that "
+        "mean over the units, the cells (experiments x seeds), not the clients of one run. "
+        "Kendall's tau: our order of the methods vs. the paper's (1 = same, -1 = reversed). "
+        "Best vs. second: our best method against our second, paired over the same cells, "
+        "two-sided; `n too small` where there are too few pairs. MSE: lower is better; every "
+        "other metric: higher is better.",
         "",
         f"![ours vs. paper]({figure})",
         "",
@@ -173,7 +179,26 @@ def markdown(
                 f"{_num(row.difference, digits)} | {within} |"
             )
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + _uncompared_lines(uncompared))
+
+
+def _uncompared_lines(uncompared: pd.DataFrame) -> list[str]:
+    lines = ["## Paper values not compared", ""]
+    if uncompared.empty:
+        return [*lines, "None: a cell gives every value the paper prints in these sources."]
+    lines += [
+        f"{len(uncompared)} values the paper prints in the compared sources that no cell of "
+        "this report gives (method: the paper's name):",
+        "",
+        "| source | column | metric | method | paper | reason |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in uncompared.itertuples():
+        lines.append(
+            f"| {row.source} | {row.column} | {row.metric} | {row.method} | "
+            f"{_num(row.mean, _digits(row.metric))} | {row.reason} |"
+        )
+    return lines
 
 
 def plot_columns(frame: pd.DataFrame, title: str, pdf: Path) -> None:

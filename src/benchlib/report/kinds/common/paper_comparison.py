@@ -54,9 +54,11 @@ from benchlib.report.kinds.common.paper_tables import (
     COLUMN_ENTRY,
     SCALES,
     column_specs,
+    paper_by_config_method,
     read_table_values,
     score_columns,
     spec_inputs,
+    uncompared_values,
 )
 from benchlib.report.statistics import CONFIDENCE, PAIRED_TESTS, RESAMPLES
 
@@ -389,7 +391,7 @@ class PaperComparison(ReportKind):
             "columns": derived_param(
                 {"type": "array", "minItems": 1, "items": COLUMN_ENTRY},
                 "table mode (FedAgain, TFL): one entry per paper column {source, column, "
-                "experiments, scope[, metrics, methods]}; give this or compare",
+                "experiments, scope[, pooling, metrics, methods]}; give this or compare",
                 "LIGHTYEAR mode",
             ),
             "scale": derived_param(
@@ -516,11 +518,16 @@ def _render_lightyear(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> st
 def _render_columns(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> str:
     from benchlib.report.kinds.common import paper_columns_report as report
 
-    paper = read_table_values(inputs[0])
-    cells, units = score_columns(spec_value(spec, "columns"), inputs[1:])
+    columns = spec_value(spec, "columns")
+    values = read_table_values(inputs[0])
+    paper = paper_by_config_method(values, columns)
+    cells, units = score_columns(columns, inputs[1:])
     frame = report.compare_columns(cells, paper)
     taus = report.column_taus(frame, spec["references"])
     intervals, tests = report.column_statistics(units, spec["references"], spec)
     report.plot_columns(frame, spec_value(spec, "title"), pdf)
     seeds = sorted({int(cell[1]) for cell in cells["cell"]})  # cell: (experiment, seed)
-    return report.markdown({**spec, "seeds": seeds}, frame, taus, intervals, tests, pdf.name)
+    uncompared = uncompared_values(values, columns)
+    return report.markdown(
+        {**spec, "seeds": seeds}, frame, taus, intervals, tests, pdf.name, uncompared
+    )

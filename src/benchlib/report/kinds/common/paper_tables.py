@@ -6,12 +6,20 @@ Paper values (config/paper_values/{tfl,fedagain}.csv): one row per printed numbe
 ``approx`` (``yes`` where the text only says "about"). A report column names the paper column,
 the experiments whose cells give ours and how a cell is scored (:data:`SCOPES`):
 
-- ``if`` / ``oof``: per cell the mean test metric over the in-federation / held-out clients (as
-  TFL's tables); units for the interval and the paired test: seed x client (x experiment);
+- ``if`` / ``oof``: per cell the in-federation / held-out clients' test metric as TFL's tables
+  (report kind ``tfl_table``) score it: ``pooling: pooled`` (default), the metric of the scope's
+  pooled predictions (metrics.json ``pooled``); ``pooling: clients`` (the default for
+  segmentation, whose cells record no pooled scores), the mean over the scope's clients;
 - ``pooled``: per cell the global model's metric on the clients' pooled test sets (as FedAgain's
-  figures); units: experiment x seed.
+  figures).
 
-Ours = mean over the column's cells (the experiments' seeds); metrics in [0, 1] in percent.
+The statistical units of the interval and the paired test are the cells (experiment x seed),
+never the clients of one run. Ours = mean over the column's cells; metrics in [0, 1] in percent.
+
+A paper method matches the config method of the same id, else the one config method the
+experiments run whose underlying method (the methods entry's ``method``) it names (the paper's
+``fedsr`` is the config's ``fedsr_r50``). Every paper value of a compared source (table) that no
+cell gives is listed in the report with the reason (:func:`uncompared_values`), never dropped.
 """
 
 from __future__ import annotations
@@ -56,6 +64,11 @@ COLUMN_ENTRY = {
             "description": "experiments whose cells give ours (fnmatch patterns allowed)",
         },
         "scope": {"enum": ["if", "oof", "pooled"], "description": "how a cell is scored"},
+        "pooling": {
+            "enum": ["pooled", "clients"],
+            "description": "if / oof: the scope's pooled predictions, or the mean of its "
+            "clients' values (default: clients for segmentation, else pooled, as tfl_table)",
+        },
         "metrics": {
             "type": "array",
             "items": {"type": "string"},
@@ -101,11 +114,50 @@ def _experiments(config: ReportConfig, patterns: list[str]) -> list[str]:
     return found
 
 
+def _pooling(config: ReportConfig, entry: dict[str, Any], experiments: list[str]) -> str | None:
+    """How an if / oof column scores a cell (None for a ``pooled`` column): the entry's
+    ``pooling``, else as tfl_table: clients for segmentation, else pooled."""
+    if entry["scope"] == "pooled":
+        require("pooling" not in entry, f"{entry['column']}: scope pooled takes no pooling")
+        return None
+    tasks = {config.datasets[config.experiments[e]["dataset"]]["task"] for e in experiments}
+    segmentation = "segmentation" in tasks
+    pooling = entry.get("pooling") or ("clients" if segmentation else "pooled")
+    require(
+        not (segmentation and pooling == "pooled"),
+        f"{entry['source']}, {entry['column']}: segmentation cells record no pooled scores; "
+        "set pooling: clients",
+    )
+    return pooling
+
+
+def match_methods(config: ReportConfig, printed: list[str], run: list[str]) -> dict[str, str]:
+    """paper method -> the config method id whose cells give it: the id itself, else the one
+    run method whose underlying method it names; paper methods no run method gives are left
+    out (an error when several would)."""
+    found = {}
+    for paper in printed:
+        if paper in run:
+            found[paper] = paper
+            continue
+        hits = [m for m in run if config.methods[m]["method"] == paper]
+        require(
+            len(hits) <= 1,
+            f"the paper's {paper!r} matches several config methods {hits}; name the one to "
+            "compare in the column's methods",
+        )
+        if hits:
+            found[paper] = hits[0]
+    return found
+
+
 def column_specs(
     config: ReportConfig, entries: list[dict[str, Any]], values: Path
 ) -> list[dict[str, Any]]:
-    """One spec per report column: experiments resolved, metrics and methods defaulted, the
-    cells' files (metrics.json for if/oof, collected CSVs for pooled)."""
+    """One spec per report column: experiments resolved, metrics and methods defaulted, paper
+    methods matched to config methods (:func:`match_methods`), the paper values the column
+    leaves out with the reason (``skipped``), the cells' files (metrics.json for if/oof,
+    collected CSVs for pooled)."""
     paper = _paper_cells(values)
     specs = []
     for entry in entries:
@@ -117,20 +169,53 @@ def column_specs(
             run = [m for m in run if m in config.experiments[experiment]["methods"]]
         metrics = entry.get("metrics") or [m for m in paper[key] if m not in NOT_SCORED]
         printed = list(dict.fromkeys(m for metric in metrics for m in paper[key].get(metric, [])))
-        methods = entry.get("methods") or [m for m in printed if m in run]
+        matched = match_methods(config, printed, run)
+        if entry.get("methods"):
+            methods = list(entry["methods"])
+            absent = [m for m in methods if m not in run]
+            require(not absent, f"{key}: experiments {experiments} do not all run {absent}")
+        else:
+            methods = list(dict.fromkeys(matched.values()))
         require(bool(methods), f"{key}: the experiments run none of the paper's methods {printed}")
-        absent = [m for m in methods if m not in run]
-        require(not absent, f"{key}: experiments {experiments} do not all run {absent}")
+        # config method id -> the paper's name for it
+        paper_names = {m: next((p for p, c in matched.items() if c == m), m) for m in methods}
         specs.append(
             {
                 **{k: entry[k] for k in ("source", "column", "scope")},
+                "pooling": _pooling(config, entry, experiments),
                 "experiments": experiments,
                 "metrics": metrics,
                 "methods": [[m, config.method_label(m)] for m in methods],
+                "paper_methods": paper_names,
+                "skipped": _skipped(paper[key], metrics, matched, methods),
                 "files": _files(config, experiments, methods, entry["scope"]),
             }
         )
     return specs
+
+
+def _skipped(
+    printed: dict[str, list[str]],
+    metrics: list[str],
+    matched: dict[str, str],
+    methods: list[str],
+) -> list[list[str]]:
+    """[metric, paper method, reason] for every paper value of the column no cell gives."""
+    out = []
+    for metric, names in printed.items():
+        for name in names:
+            if metric in NOT_SCORED:
+                reason = "no cell metric gives it"
+            elif metric not in metrics:
+                reason = "metric not in the column's metrics"
+            elif name not in matched:
+                reason = "no cell: the experiments do not run it"
+            elif matched[name] not in methods:
+                reason = "not in the column's methods"
+            else:
+                continue
+            out.append([metric, name, reason])
+    return out
 
 
 def _files(
@@ -161,32 +246,28 @@ class Scored:
     units: pd.DataFrame
 
 
-def _client_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
+def _scope_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
+    """if / oof: each cell scored as tfl_table scores it (its column's ``pooling``); the cells
+    (experiment x seed) are the units."""
     import pandas as pd
 
     from benchlib.report.kinds.common.history import read_json
-    from benchlib.report.kinds.tfl.runs import SCOPES, cell_value
+    from benchlib.report.kinds.tfl.runs import cell_value
 
-    key = SCOPES[column["scope"]]
-    cells, units = [], []
+    cells = []
     for entry in column["files"]:
         path = files[entry["path"]]
         metrics = read_json(path, "metrics file")
         cell = (entry["experiment"], entry["seed"])
         for metric in column["metrics"]:
-            name = f"test_{metric}"
-            value = cell_value(metrics, column["scope"], name, str(path))
+            value = cell_value(
+                metrics, column["scope"], f"test_{metric}", str(path), column["pooling"]
+            )
             cells.append(
                 {"method": entry["method"], "metric": metric, "cell": cell, "value": value}
             )
-            for client in metrics.get(key) or []:
-                if client.get(name) is not None:
-                    unit = (*cell, client["client"])
-                    units.append(
-                        {"method": entry["method"], "metric": metric, "unit": unit}
-                        | {"value": float(client[name])}
-                    )
-    return Scored(pd.DataFrame(cells), pd.DataFrame(units))
+    frame = pd.DataFrame(cells)
+    return Scored(frame, frame.rename(columns={"cell": "unit"}))
 
 
 def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
@@ -218,8 +299,8 @@ def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
 
 # scope -> how the column's cells are read and scored
 SCOPE_READERS: dict[str, Callable[[dict[str, Any], dict[str, Path]], Scored]] = {
-    "if": _client_units,
-    "oof": _client_units,
+    "if": _scope_units,
+    "oof": _scope_units,
     "pooled": _pooled_units,
 }
 
@@ -252,3 +333,55 @@ def score_columns(columns: list[dict[str, Any]], inputs: list[Path]) -> tuple[An
         cells_frame.sort_values(keys, kind="stable").reset_index(drop=True),
         units_frame.sort_values(keys, kind="stable").reset_index(drop=True),
     )
+
+
+def paper_by_config_method(paper: pd.DataFrame, columns: list[dict[str, Any]]) -> pd.DataFrame:
+    """The paper values of the report's columns with ``method`` the config method id that gives
+    each (:func:`match_methods`), so they merge with our cells."""
+    import pandas as pd
+
+    parts = []
+    for column in columns:
+        rows = paper[(paper["source"] == column["source"]) & (paper["column"] == column["column"])]
+        for method, name in column["paper_methods"].items():
+            parts.append(rows[rows["method"] == name].assign(method=method))
+    if not parts:
+        return paper.iloc[0:0]
+    return pd.concat(parts, ignore_index=True).drop_duplicates(
+        subset=["source", "column", "metric", "method"]
+    )
+
+
+def uncompared_values(paper: pd.DataFrame, columns: list[dict[str, Any]]) -> pd.DataFrame:
+    """Every paper value of the sources (tables, figures) the report compares that no cell of
+    the report gives: source, column, metric, method (the paper's), mean, reason."""
+    import pandas as pd
+
+    sources = list(dict.fromkeys(c["source"] for c in columns))
+    named = {(c["source"], c["column"]) for c in columns}
+    skipped = {
+        (c["source"], c["column"], metric, method): reason
+        for c in columns
+        for metric, method, reason in c["skipped"]
+    }
+    compared = {
+        (c["source"], c["column"], metric, name)
+        for c in columns
+        for metric in c["metrics"]
+        for name in c["paper_methods"].values()
+    }
+    rows = []
+    for row in paper[paper["source"].isin(sources)].itertuples():
+        key = (row.source, row.column, row.metric, row.method)
+        if key in compared:
+            continue
+        if (row.source, row.column) not in named:
+            reason = "column not in this report"
+        elif key in skipped:
+            reason = skipped[key]
+        else:
+            continue
+        rows.append(dict(zip(("source", "column", "metric", "method"), key, strict=True)))
+        rows[-1] |= {"mean": float(row.mean), "reason": reason}
+    frame = pd.DataFrame(rows, columns=["source", "column", "metric", "method", "mean", "reason"])
+    return frame.drop_duplicates(ignore_index=True)
