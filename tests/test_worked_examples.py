@@ -1,9 +1,12 @@
-"""The worked examples of docs/ARCHITECTURE.md, run for real.
+"""The worked examples of docs/develop/architecture.md, run for real in this process.
 
-- a new method: one module (tests/examples/coordinate_median.py, quoted in the doc), one catalog
-  entry, one config entry;
-- a new dataset: one source module (benchlib/data/sources/tabular_csv.py) and one config entry;
-both then run through the real workflow (prepare -> split -> cell -> collect -> table).
+- a new method inside the repository: one module (tests/examples/coordinate_median.py, quoted in
+  the doc), one declaration, one config entry;
+- a new dataset: one source module (benchlib/data/sources/tabular_csv.py) and one config entry.
+
+Both train in a cell through the engine (``run_cell``), in this process: the method is declared
+at run time here. A method from outside the repository, through the real workflow, is
+tests/workflow/test_plugin_package.py (the worked plugin package).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ def doc_block(title: str) -> str:
 
 @pytest.fixture(scope="module")
 def median_method():
-    """Touch point 2 of 3: the catalog entry (here added at run time; in the repo, one line)."""
+    """Touch point 2 of 3: the declaration (here added at run time; in the repo, one entry)."""
     if "coordinate_median" not in METHODS:
         declare_method(
             "coordinate_median",

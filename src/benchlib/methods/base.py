@@ -1,8 +1,9 @@
-"""The method interface and registry.
+"""The method interface, and building a method from its declaration.
 
-A method is a class registered under a name listed in :mod:`benchlib.catalog` (which also
-declares its parameters). The engine builds it with the method's config parameters
-(``Method(**params)``, validated against the catalog first) and calls it each round:
+A method is a class that a declaration names (:mod:`benchlib.methods.catalog` for the built-in
+ones, a plugin's declarations module for others; see docs/guide/plugins.md). The engine builds
+it with the config's parameters (``Method(**params)``, validated against the declaration and
+every default filled) and calls it each round:
 
 - :class:`StarMethod` sees the server's view: the current global vector and the stacked vectors
   the participating clients transmitted (some possibly corrupted), and returns the new global
@@ -28,6 +29,23 @@ graph) reads only the parameter entries, :func:`parameter_mask` of its training 
 
 Methods never import the engine: what they may use of local training is the
 :class:`TrainingContext` protocol below, which the engine implements.
+
+What an author must know:
+
+- :meth:`Method.setup` runs once before round 0, and again before a checkpoint's state is
+  loaded: reset cross-round state there.
+- :meth:`Method.state_dict` is saved with every round's checkpoint; checkpoints load with
+  ``map_location="cpu"`` and ``weights_only=True``. Return CPU tensors, numbers, lists or
+  strings, and move tensors to the round's device when using them (a method that keeps its
+  state on the GPU would crash on resume).
+- ``received`` (star) and the peers' vectors (P2P) live in buffers the engine reuses next round:
+  copy what you keep. The global vector is never modified in place: a method may keep it.
+- Local training runs batched on a GPU (``fl/batched.py``) when a method changes it only
+  through :meth:`Method.proximal_term`, :meth:`Method.before_training` and
+  :meth:`Method.after_training`; overriding :meth:`Method.train_client` or setting
+  ``private_prefixes`` makes the cell train its clients one after another.
+- Randomness comes from generators seeded from ``seed`` (:mod:`benchlib.seeding`), never from
+  global RNGs, so a cell is deterministic.
 """
 
 from __future__ import annotations
