@@ -58,15 +58,17 @@ def component_rows() -> list[tuple[str, str, str]]:
 
 
 def cmd_plugins(args: argparse.Namespace) -> None:
-    rows = component_rows()
-    width = max(len(f"{kind} {name}") for kind, name, _ in rows)
+    rows = [
+        row
+        for row in component_rows()
+        if not (args.plugins_only and plugins.owner(row[0], row[1]) is None)
+    ]
     print(plugins.installed_line())
     for plugin in plugins.load_plugins():
         if plugin.error:
             print(f"  BROKEN {plugin.name} ({plugin.label}): {plugin.error}")
+    width = max((len(f"{kind} {name}") for kind, name, _ in rows), default=0)
     for kind, name, origin in rows:
-        if args.plugins_only and origin.startswith(f"{plugins.BUILT_IN} "):
-            continue
         print(f"{f'{kind} {name}':<{width}}  {origin}")
     if plugins.failed():
         sys.exit(1)

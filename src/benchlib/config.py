@@ -301,7 +301,10 @@ class Config:
                 f"(left out: {', '.join(declared)}); add one that is",
             )
             for malfunction in exp["malfunctions"]:
-                MALFUNCTIONS.get(malfunction)
+                require(
+                    malfunction in MALFUNCTIONS,
+                    f"experiment {name}: {MALFUNCTIONS.unknown(malfunction)}",
+                )
             clients = self.datasets[exp["dataset"]]["clients"]
             for k in exp["k"]:
                 require(
