@@ -5,7 +5,7 @@ import math
 import os
 import sys
 
-from benchlib import layout
+import benchlib.layout as layout
 from benchlib.config import Config, Cell, NO_MALFUNCTION
 from benchlib.data.registry import get_dataset
 from benchlib.errors import BenchlibError
