@@ -51,9 +51,13 @@ def all_subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_nested_subcommands_are_walked():
-    assert {"bench overhead", "bench stream", "bench scale", "bench kernels"} <= set(
-        all_subcommands()
-    )
+    assert {
+        "bench overhead",
+        "bench stream",
+        "bench scale",
+        "bench kernels",
+        "bench clients",
+    } <= set(all_subcommands())
 
 
 @pytest.mark.parametrize("name", sorted(all_subcommands()))

@@ -46,6 +46,8 @@ ALLOWED = {
     "snakemake -n": "as `snakemake`: the paper grids' whole DAG, planned by test_paper_targets.py",
     "snakemake --cores 2": "as `snakemake`: the paper grids' whole DAG, planned by "
     "test_paper_targets.py",
+    "snakemake -n lightyear_all fedagain_all tfl_all": "the three papers' whole DAG (3,421 jobs): "
+    "tests/configs/test_paper_targets.py plans every paper target",
     "snakemake --report": "renders the report of finished results; `benchlib html-report` runs "
     "it in tests/report/",
     "snakemake --allowed-rules table_html report_status report_pages": "a fragment of what "

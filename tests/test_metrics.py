@@ -167,3 +167,80 @@ def test_bad_lightyear_parameters(params, message):
 
     with pytest.raises(BenchlibError, match=message):
         build_method("lightyear", params)
+
+
+def metric_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(name, logits, labels): ties, absent classes, broken rows, two classes, one sample."""
+    gen = torch.Generator().manual_seed(7)
+    cases = [
+        (
+            "10 classes",
+            torch.randn(300, 10, generator=gen),
+            torch.randint(0, 10, (300,), generator=gen),
+        ),
+        (
+            "ties",
+            torch.randint(0, 3, (200, 4), generator=gen).float(),
+            torch.randint(0, 4, (200,), generator=gen),
+        ),
+        (
+            "absent classes",
+            torch.randn(50, 6, generator=gen),
+            torch.randint(0, 3, (50,), generator=gen),
+        ),
+        (
+            "two classes",
+            torch.randn(80, 2, generator=gen),
+            torch.randint(0, 2, (80,), generator=gen),
+        ),
+        ("one row", torch.randn(1, 3, generator=gen), torch.tensor([2])),
+    ]
+    broken = torch.randn(40, 5, generator=gen)
+    broken[::7] = float("nan")
+    cases.append(("non-finite rows", broken, torch.randint(0, 5, (40,), generator=gen)))
+    return cases
+
+
+@pytest.mark.parametrize(
+    ("name", "logits", "labels"), [pytest.param(*case, id=case[0]) for case in metric_cases()]
+)
+def test_classification_metrics_equal_torchmetrics_bit_for_bit(name, logits, labels):
+    """The task's own metrics give torchmetrics' float32 values exactly (the demo digest holds
+    them), on ties, classes absent from the labels, NaN rows and the two-class AUROC."""
+    import torchmetrics.functional.classification as tmc
+
+    from benchlib.tasks.classification import Classification, safe_predictions, safe_probabilities
+
+    metrics = Classification().metrics(logits, labels)
+    predicted = safe_predictions(logits, labels)
+    common = {"num_classes": logits.shape[1], "average": "macro"}
+    expected = {
+        "balanced_accuracy": tmc.multiclass_recall(predicted, labels, **common),
+        "precision_macro": tmc.multiclass_precision(predicted, labels, **common),
+        "recall_macro": tmc.multiclass_recall(predicted, labels, **common),
+        "f1_macro": tmc.multiclass_f1_score(predicted, labels, **common),
+    }
+    if labels.unique().numel() > 1:
+        probs = safe_probabilities(logits)
+        expected["roc_auc"] = (
+            tmc.binary_auroc(probs[:, 1], labels)
+            if logits.shape[1] == 2
+            else tmc.multiclass_auroc(probs, labels, num_classes=logits.shape[1])
+        )
+    else:
+        assert math.isnan(metrics["roc_auc"])
+    for key, value in expected.items():
+        assert metrics[key] == float(value), (name, key)  # == on floats: the same bits
+
+
+def test_regression_metrics_equal_torchmetrics_bit_for_bit():
+    import torchmetrics.functional as tmf
+
+    from benchlib.tasks.regression import Regression
+
+    gen = torch.Generator().manual_seed(3)
+    outputs, targets = torch.randn(97, 3, generator=gen), torch.randn(97, 3, generator=gen)
+    metrics = Regression().metrics(outputs, targets)
+    assert metrics["mse"] == float(tmf.mean_squared_error(outputs.double(), targets.double()))
+    assert metrics["mae"] == float(tmf.mean_absolute_error(outputs.double(), targets.double()))
+    assert metrics["mse"] == pytest.approx(float(((outputs - targets) ** 2).mean()))

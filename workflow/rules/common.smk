@@ -1,5 +1,6 @@
 # Config validation, wildcard constraints and input functions shared by all rules.
 
+import functools
 import json
 import math
 import os
@@ -58,13 +59,31 @@ def get_dataset_spec(wildcards):
     return as_json(CFG.dataset_spec(wildcards.dataset))
 
 
+# Snakemake calls a job's input, params and resource functions several times (DAG, dry-run
+# listing, scheduling); a paper grid has thousands of cells. Each cell's spec and each dataset's
+# inputs are resolved once (CFG does not change after parsing). Read-only: never mutate them.
+@functools.cache
+def cell_spec_of(cell):
+    return CFG.cell_spec(cell)
+
+
+@functools.cache
+def cell_spec_json(cell):
+    return as_json(cell_spec_of(cell))
+
+
+@functools.cache
+def cell_inputs_of(dataset):
+    return CFG.cell_inputs(dataset)
+
+
 def get_cell_spec(wildcards):
-    return as_json(CFG.cell_spec(wildcard_cell(wildcards)))
+    return cell_spec_json(wildcard_cell(wildcards))
 
 
 def get_cell_data(wildcards):
     dataset = CFG.experiment_dataset(wildcards.experiment)
-    store, split = CFG.cell_inputs(dataset)  # the corrupted copy of the store if any
+    store, split = cell_inputs_of(dataset)  # the corrupted copy of the store if any
     return {
         "store": f"{store}/manifest.json",
         "split": split,
@@ -149,7 +168,7 @@ def get_cell_mem_mb(wildcards, input, attempt):
 
 def get_cell_runtime(wildcards, input, attempt):
     """Minutes: 30 plus 2 minutes per GB of pixels per local epoch (conservative on a GPU)."""
-    training = CFG.cell_spec(wildcard_cell(wildcards))["training"]
+    training = cell_spec_of(wildcard_cell(wildcards))["training"]
     epochs = training["rounds"] * training["local_epochs"]
     return attempt * (30 + math.ceil(epochs * cell_data_mb(input) / 500))
 

@@ -17,7 +17,8 @@ Add = Callable[..., argparse.ArgumentParser]
 HELP = (
     "benchmarks, one per subcommand: overhead (engine vs bare loop), flower (engine vs Flower), "
     "stream (streamed vs resident data), scale (paper-scale cells on a device), kernels (native "
-    "vs portable CPU kernels); each prints ratios measured in one process"
+    "vs portable CPU kernels), clients (round cost at growing federation sizes); each prints "
+    "ratios or times measured in one process"
 )
 EXAMPLES = {
     "overhead": "benchlib bench overhead --rounds 3 --clients 8",
@@ -25,6 +26,7 @@ EXAMPLES = {
     "stream": "benchlib bench stream --gb 8 --device cuda",
     "scale": "benchlib bench scale --device cuda --pack 1 2 4",
     "kernels": "benchlib bench kernels config/demo.yaml --cell mnist5k/sfa/fedavg/k1/seed0",
+    "clients": "benchlib bench clients --clients 8 32 128",
 }
 
 
@@ -91,6 +93,15 @@ def cmd_bench_kernels(args: argparse.Namespace) -> None:
         loaded = load_config(config)
         cell = loaded.cells(next(iter(loaded.experiments)))[0]
     run_kernel_benchmark(config, cell, repeats=args.repeats, threads=args.threads or 1)
+
+
+def cmd_bench_clients(args: argparse.Namespace) -> None:
+    if min(args.clients) < 2 or args.train < 1 or args.eval < 1:
+        raise BenchlibError("--clients needs at least 2 clients, --train and --eval at least 1 row")
+    from benchlib.bench.clients import run_client_scaling
+
+    set_threads(args.threads or 1)
+    run_client_scaling(tuple(args.clients), train=args.train, evaluate=args.eval)
 
 
 def _threads(p: argparse.ArgumentParser, default: str = "torch's") -> None:
@@ -202,4 +213,19 @@ def register(add: Add) -> None:
     p.add_argument("config", help="config file, e.g. config/demo.yaml")
     p.add_argument("--cell", help="experiment/malfunction/method/kK/seedS (default: the first)")
     p.add_argument("--repeats", type=int, default=3, help="runs per setting (default 3)")
+    _threads(p, default="1")
+
+    p = sub(
+        "clients",
+        cmd_bench_clients,
+        "one FedAvg and one LIGHTYEAR round on CPU at each federation size, the same rows per "
+        "client at every size: time per client and per peer evaluation (flat = linear / n^2)",
+    )
+    p.add_argument(
+        "--clients", nargs="+", type=int, default=[8, 32, 128], help="sizes (default 8 32 128)"
+    )
+    p.add_argument("--train", type=int, default=16, help="training rows per client (default 16)")
+    p.add_argument(
+        "--eval", type=int, default=10, help="validation (and test) rows per client (default 10)"
+    )
     _threads(p, default="1")

@@ -12,19 +12,27 @@ batches, or training batches no augmentation resized) is centre-cropped to ``eva
 set) and resized to it, e.g. Isic19's 200 px training crops of 224 px store images (image
 classification: masks are not fitted, so segmentation configs leave ``input_size`` unset).
 The section's keys and defaults are declared in :class:`benchlib.settings.TransformSettings`.
+torchvision is imported only when a dataset's transforms use it (importing it costs a cell
+start-up about a second of CPU, and most cells have no transforms).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
 import torch
-from torchvision import tv_tensors
-from torchvision.transforms import v2
 
 from benchlib.errors import BenchlibError
 from benchlib.settings import TransformSettings
+
+
+def _v2() -> ModuleType:
+    """torchvision.transforms.v2, imported on first use."""
+    from torchvision.transforms import v2
+
+    return v2
 
 
 class Transforms:
@@ -32,19 +40,21 @@ class Transforms:
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         settings = TransformSettings.from_config("transforms", config)
-        steps = []
-        for step in settings.train:
-            step = dict(step)
-            name = step.pop("name")  # one of catalog.TRANSFORMS: the declaration checked it
-            try:
-                steps.append(getattr(v2, name)(**step))
-            except (TypeError, ValueError) as exc:
-                raise BenchlibError(f"transform {name}: bad parameters {step} ({exc})") from exc
-        self.augmentation = v2.Compose(steps) if steps else None
+        self.augmentation = self.normalization = None
+        if settings.train:
+            v2 = _v2()
+            steps = []
+            for step in settings.train:
+                step = dict(step)
+                name = step.pop("name")  # one of catalog.TRANSFORMS: the declaration checked it
+                try:
+                    steps.append(getattr(v2, name)(**step))
+                except (TypeError, ValueError) as exc:
+                    raise BenchlibError(f"transform {name}: bad parameters {step} ({exc})") from exc
+            self.augmentation = v2.Compose(steps)
         norm = settings.normalize
-        self.normalization = (
-            None if norm is None else v2.Normalize(mean=norm["mean"], std=norm["std"])
-        )
+        if norm is not None:
+            self.normalization = _v2().Normalize(mean=norm["mean"], std=norm["std"])
         self.input_size = settings.input_size
         self.eval_crop = settings.eval_crop
 
@@ -56,6 +66,7 @@ class Transforms:
         """Centre crop (``eval_crop``) and resize an image batch to ``input_size``, if set."""
         if self.input_size is None or x.ndim != 4 or x.shape[-2:] == (self.input_size,) * 2:
             return x
+        v2 = _v2()
         if self.eval_crop is not None:
             x = v2.functional.center_crop(x, [self.eval_crop, self.eval_crop])
         return v2.functional.resize(x, [self.input_size, self.input_size], antialias=True)
@@ -66,6 +77,8 @@ class Transforms:
         """Augment each sample of a float image batch with its own random parameters."""
         if self.augmentation is None:
             return x, y
+        from torchvision import tv_tensors
+
         is_mask = y.ndim == 3  # segmentation: [B, H, W] masks move with their images
         images, targets = [], []
         with torch.random.fork_rng(devices=[]):

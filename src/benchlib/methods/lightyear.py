@@ -107,17 +107,19 @@ class Lightyear(P2PMethod):
         reference, *others = self._stats(view, [own, *received])
         scores: dict[int, float] = {}
         selected: list[int] = []
-        for peer, stats in zip(peers, others, strict=True):
+        rows_of_selected: list[int] = []  # their rows of received (a lookup each: n^3 a round)
+        for row, (peer, stats) in enumerate(zip(peers, others, strict=True)):
             score = agreement(reference, stats, self.variant)
             scores[peer] = score
             if score == score and score >= self.tau:  # NaN never passes
                 selected.append(peer)
+                rows_of_selected.append(row)
         if not selected:
             return P2PResult(vector=own, selected=[], scores=scores)
         normaliser = len(selected) + (1 if self.variant == "authors" else 0)
         step = self.gamma**view.round / normaliser
         # sum_r (received[r] - own) over the gathered selected rows: the order of that float
         # sum is what earlier results were computed with
-        rows = self._selected.stack([received[peers.index(p)] for p in selected])
+        rows = self._selected.stack([received[r] for r in rows_of_selected])
         drift = rows.sub_(own).sum(dim=0)
         return P2PResult(vector=own + step * drift, selected=selected, scores=scores)

@@ -12,9 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchlib import layout
+from benchlib.config import parse_yaml
 from benchlib.report.base import Report, ReportConfig, experiment_title
 
 PAPER_LABELS = {"lightyear": "LIGHTYEAR", "fedagain": "FedAgain", "tfl": "TFL"}
@@ -27,7 +26,7 @@ def paper_index(paper_dir: str | Path) -> dict[str, str]:
     """Experiment and report ids of the paper grids (``config/paper/<paper>.yaml``) -> paper."""
     index: dict[str, str] = {}
     for path in sorted(Path(paper_dir).glob("*.yaml")):
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = parse_yaml(path.read_text()) or {}
         label = PAPER_LABELS.get(path.stem, path.stem)
         for section in ("experiments", "reports"):
             for ident in raw.get(section) or {}:

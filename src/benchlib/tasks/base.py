@@ -12,8 +12,8 @@ metrics and primary metric for the torch-free config check). The engine asks the
   outputs: per-sample (or per-pixel) class scores ``[M, C]``, the matching labels ``[M]``, and a
   quality term replacing accuracy where the task has its own (segmentation: Dice).
 
-Metrics come from torchmetrics or MONAI; a non-finite output (a broken model) counts as a wrong
-prediction, never as an error.
+Metrics come from benchlib.metrics (torchmetrics' definitions) or MONAI; a non-finite output
+(a broken model) counts as a wrong prediction, never as an error.
 """
 
 from __future__ import annotations

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-import torchmetrics.functional.classification as tmc
 from torch import nn
 
 from benchlib.errors import require
-from benchlib.metrics import accuracy, finite_rows
+from benchlib.metrics import accuracy, finite_rows, macro_score, roc_auc
 from benchlib.tasks.base import PeerScoring, Task, register_task
 
 
@@ -77,17 +76,19 @@ class Classification(Task):
     def scorers(
         self, outputs: torch.Tensor, targets: torch.Tensor
     ) -> dict[str, Callable[[], float]]:
-        common = {"num_classes": outputs.shape[1], "average": "macro"}
+        num_classes = outputs.shape[1]
 
-        def macro(metric: Callable[..., torch.Tensor]) -> Callable[[], float]:
-            return lambda: float(metric(safe_predictions(outputs, targets), targets, **common))
+        def macro(kind: Literal["precision", "recall", "f1"]) -> Callable[[], float]:
+            return lambda: macro_score(
+                kind, safe_predictions(outputs, targets), targets, num_classes
+            )
 
         return {
             "accuracy": lambda: accuracy(outputs, targets),  # exact count ratio in float64
-            "balanced_accuracy": macro(tmc.multiclass_recall),
-            "precision_macro": macro(tmc.multiclass_precision),
-            "recall_macro": macro(tmc.multiclass_recall),
-            "f1_macro": macro(tmc.multiclass_f1_score),
+            "balanced_accuracy": macro("recall"),
+            "precision_macro": macro("precision"),
+            "recall_macro": macro("recall"),
+            "f1_macro": macro("f1"),
             "roc_auc": lambda: self._roc_auc(outputs, targets),
         }
 
@@ -109,10 +110,7 @@ class Classification(Task):
         """Macro one-vs-rest ROC-AUC; undefined (NaN) when the labels hold a single class."""
         if labels.unique().numel() < 2:
             return float("nan")
-        probs = safe_probabilities(logits)
-        if probs.shape[1] == 2:
-            return float(tmc.binary_auroc(probs[:, 1], labels))
-        return float(tmc.multiclass_auroc(probs, labels, num_classes=probs.shape[1]))
+        return roc_auc(safe_probabilities(logits), labels)
 
     def peer_view(self, outputs: torch.Tensor, targets: torch.Tensor) -> PeerScoring:
         return PeerScoring(logits=outputs, labels=targets)
