@@ -159,7 +159,10 @@ def cmd_verify_store(args: argparse.Namespace) -> None:
     from benchlib.data.store import load_store
 
     data = load_store(args.store, verify="full")
-    print(f"{args.store}: every file matches its manifest sha256 ({len(data.index)} samples)")
+    print(
+        f"{args.store}: every file matches its manifest and the store is valid "
+        f"({len(data.index)} samples, {data.num_classes} classes)"
+    )
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
@@ -369,7 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
 
-    p = add("verify-store", cmd_verify_store, "re-hash a prepared store against its manifest")
+    p = add(
+        "verify-store",
+        cmd_verify_store,
+        "re-hash a prepared store against its manifest and check that it is valid",
+    )
     p.add_argument("store", help="store directory (results/data/<dataset>)")
 
     p = add("collect", cmd_collect, "gather metrics.json files into a tidy CSV")

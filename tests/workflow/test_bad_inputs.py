@@ -30,6 +30,7 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, benchlib_exe, ops_snakemake_argv, tool_env
+from helpers.store_edits import edit_manifest, reseal
 
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
 
@@ -356,6 +357,47 @@ def _(ctx: Ctx) -> list[str]:
     pixels = np.load(store / "pixels.npy")
     pixels[0, 0, 0] ^= 1
     np.save(store / "pixels.npy", pixels)
+    return [benchlib_exe(), "verify-store", str(store)]
+
+
+@case("store_header_shape_edited", "pixels.npy has rows of shape [28, 27] but the manifest")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    raw = (store / "pixels.npy").read_bytes()  # same byte size: the size check passes
+    (store / "pixels.npy").write_bytes(raw.replace(b"(5000, 28, 28)", b"(5000, 28, 27)", 1))
+    return ctx.run(store=store)
+
+
+@case("store_labels_zeroed", "index.csv does not match its manifest checksum")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    index = pd.read_csv(store / "index.csv", dtype=str, keep_default_na=False)
+    index.assign(label="0").to_csv(store / "index.csv", index=False)  # same byte size
+    return ctx.run(store=store)
+
+
+@case("store_num_classes_edited", "manifest.json was changed after the store was written")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    edit_manifest(store, lambda m: m.__setitem__("num_classes", 100))
+    return ctx.run(store=store)
+
+
+@case("store_duplicate_sample_id", "index.csv lists the sample id 'mnist5k-00003' twice")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    index = pd.read_csv(store / "index.csv", dtype=str, keep_default_na=False)
+    index.loc[7, "sample_id"] = index.loc[3, "sample_id"]
+    index.to_csv(store / "index.csv", index=False)
+    reseal(store)
+    return ctx.run(store=store)
+
+
+@case("verify_store_label_range", "index.csv has the label 5, outside 0..4")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    edit_manifest(store, lambda m: m.__setitem__("num_classes", 5))
+    reseal(store)
     return [benchlib_exe(), "verify-store", str(store)]
 
 

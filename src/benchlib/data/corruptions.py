@@ -497,6 +497,7 @@ _STORE_KEYS = {
     "files",
     "sizes",
     "corruption",
+    "manifest_sha256",
 }
 
 
