@@ -558,6 +558,17 @@ def run_cell(
             sum(val) / len(val) if val else float("nan"),
             eta_text(round_times, cell.rounds - round_index - 1),
         )
+        diverged = sorted(
+            {str(n["model"]) for n in cell.history.nonfinite if n["round"] == round_index}
+        )
+        if diverged:
+            LOG.warning(
+                "round %d/%d: non-finite (NaN/Inf) models: %s; the cell has diverged and its "
+                "results are marked as diverged in status and tables",
+                round_index + 1,
+                cell.rounds,
+                ", ".join(diverged),
+            )
     if events is not None:
         events.close()
     metrics = {**cell.metrics(), "provenance": cell_provenance(cell.device, kernels)}
@@ -581,6 +592,13 @@ def run_cell(
     clear_checkpoints(ckpt_dir)
     key = f"test_{cell.task.primary_metric}"
     values = [c[key] for c in metrics["clients"] if c[key] is not None]
+    if cell.history.nonfinite:
+        LOG.warning(
+            "diverged: %d non-finite models in %d of %d rounds (metrics.json history.nonfinite)",
+            len(cell.history.nonfinite),
+            len({n["round"] for n in cell.history.nonfinite}),
+            cell.rounds,
+        )
     LOG.info(
         "finished: mean test %s %.4f -> %s",
         cell.task.primary_metric,
