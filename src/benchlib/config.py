@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from benchlib.axes import SEPARATOR, apply_axes, changes_data, variants
 from benchlib.catalog import (
@@ -45,6 +44,7 @@ from benchlib.data.corruptions import cell_store, corruption_schema, resolved_js
 from benchlib.errors import BenchlibError, require
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
+from benchlib.yaml_load import load_yaml, load_yaml_file
 
 LOG = logging.getLogger("benchlib")
 NO_MALFUNCTION = "none"
@@ -55,7 +55,7 @@ DOWNLOAD_ROOT = "results/downloads"
 def schema() -> dict[str, Any]:
     """The JSON schema, with the enums that the catalog owns filled in."""
     text = resources.files("benchlib").joinpath("schemas/config.schema.yaml").read_text()
-    result = yaml.safe_load(text)
+    result = load_yaml(text, "the config schema")
     dataset = result["properties"]["datasets"]["additionalProperties"]["properties"]
     dataset["task"]["enum"] = TASKS.names()
     dataset["task"]["default"] = DEFAULT_TASK
@@ -78,12 +78,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML config file with clear errors for missing or malformed files."""
     path = Path(path)
     require(path.is_file(), f"config file {path} not found; pass an existing --configfile")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise BenchlibError(f"config file {path} is not valid YAML{where}; fix its syntax") from exc
+    data = load_yaml_file(path, "config file")
     require(isinstance(data, dict), f"config file {path} must hold a mapping at the top level")
     return data
 

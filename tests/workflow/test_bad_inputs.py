@@ -248,6 +248,53 @@ def _(ctx: Ctx) -> list[str]:
     return ops_snakemake_argv(ctx.out, path, "-n")
 
 
+SMOKE_TEXT = (REPO / "config" / "smoke.yaml").read_text()
+LR_LINE = "      lr: 0.002\n"
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(9)
+)  # 10^10 leaves in 12 lines
+
+
+def _config_text(ctx: Ctx, data: str | bytes) -> Path:
+    path = ctx.inp / "config.yaml"
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+@case("config_duplicate_key", "the key 'lr' appears twice, at lines 15 and 16; keep one")
+def _(ctx: Ctx) -> list[str]:
+    text = SMOKE_TEXT.replace(LR_LINE, LR_LINE + "      lr: 5.0\n")
+    return [benchlib_exe(), "check-config", str(_config_text(ctx, text))]
+
+
+@case("config_duplicate_method_id", "the key 'fedavg' appears twice")
+def _(ctx: Ctx) -> list[str]:
+    text = SMOKE_TEXT.replace("  fedavg: {label: FedAvg}\n", "  fedavg: {label: FedAvg}\n" * 2)
+    return [benchlib_exe(), "check-config", str(_config_text(ctx, text))]
+
+
+@case("snakemake_duplicate_key", "the key 'lr' appears twice, at lines 15 and 16")
+def _(ctx: Ctx) -> list[str]:
+    text = SMOKE_TEXT.replace(LR_LINE, LR_LINE + "      lr: 5.0\n")
+    return ops_snakemake_argv(ctx.out, _config_text(ctx, text), "-n")
+
+
+@case("config_not_utf8", "is not UTF-8 text (line 1); save it as UTF-8")
+def _(ctx: Ctx) -> list[str]:
+    data = b"description: smoke \xe9t\xe9\n" + SMOKE_TEXT.encode()
+    return [benchlib_exe(), "check-config", str(_config_text(ctx, data))]
+
+
+@case("config_alias_bomb", "expands to more than 1,000,000 values through its YAML aliases")
+def _(ctx: Ctx) -> list[str]:
+    return [benchlib_exe(), "check-config", str(_config_text(ctx, ALIAS_BOMB))]
+
+
+@case("snakemake_alias_bomb", "expands to more than 1,000,000 values through its YAML aliases")
+def _(ctx: Ctx) -> list[str]:
+    return ops_snakemake_argv(ctx.out, _config_text(ctx, SMOKE_TEXT + ALIAS_BOMB), "-n")
+
+
 def _dry_run_with(ctx: Ctx, edit: Callable[[dict], None]) -> list[str]:
     config = copy.deepcopy(SMOKE)
     edit(config)

@@ -5,7 +5,7 @@ import math
 import os
 import sys
 
-from benchlib.config import Config, Cell, NO_MALFUNCTION
+from benchlib.config import Config, Cell, NO_MALFUNCTION, load_config_file
 from benchlib.data.registry import get_dataset
 from benchlib.errors import BenchlibError
 from benchlib.weights import weights_path, weights_url
@@ -20,6 +20,14 @@ def load_validated_config(raw):
         sys.exit(1)
 
 
+# Snakemake read the --configfile itself (the last of two equal keys wins there): benchlib's
+# strict loader reads it again so that duplicate keys and alias bombs are refused here too.
+for _configfile in workflow.overwrite_configfiles or ():
+    try:
+        load_config_file(_configfile)
+    except BenchlibError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(1)
 CFG = load_validated_config(config)
 MALFUNCTIONS = sorted(
     {m for e in CFG.experiments.values() for m in e["malfunctions"]} | {NO_MALFUNCTION}

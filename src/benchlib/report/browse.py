@@ -12,9 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchlib.report.base import Report, ReportConfig, experiment_title
+from benchlib.yaml_load import load_yaml_file
 
 PAPER_LABELS = {"lightyear": "LIGHTYEAR", "fedagain": "FedAgain", "tfl": "TFL"}
 _RUN_INPUT = re.compile(r"results/(?:collected|runs)/([^/]+?)(?:\.csv$|/)")
@@ -24,7 +23,7 @@ def paper_index(paper_dir: str | Path) -> dict[str, str]:
     """Experiment and report ids of the paper grids (``config/paper/<paper>.yaml``) -> paper."""
     index: dict[str, str] = {}
     for path in sorted(Path(paper_dir).glob("*.yaml")):
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = load_yaml_file(path, "paper config") or {}
         label = PAPER_LABELS.get(path.stem, path.stem)
         for section in ("experiments", "reports"):
             for ident in raw.get(section) or {}:

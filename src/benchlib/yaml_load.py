@@ -1,0 +1,108 @@
+"""The one YAML loader of benchlib: safe, strict about duplicate keys, bounded in size.
+
+PyYAML's safe loader lets the last of two equal keys win silently (``lr: 0.002`` then ``lr: 5.0``
+trains at 5.0), and aliases (``&a`` / ``*a``) let a small file stand for an exponentially large
+document that hangs whatever walks it. :class:`StrictLoader` refuses both: a duplicate key names
+both lines, and a document whose aliases expand to more than :data:`MAX_VALUES` values is refused
+before anything walks it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchlib.errors import BenchlibError
+
+MAX_VALUES = 1_000_000  # values in a document with every alias expanded
+
+
+class StrictLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate mapping keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base``: keys given after win
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # an unhashable key: the base class reports it
+                break
+            if first != key_node.start_mark.line + 1:
+                raise DuplicateKeyError(key, first, key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: Any, first: int, second: int) -> None:
+        super().__init__(f"the key {key!r} appears twice, at lines {first} and {second}")
+        self.line = second
+
+
+def expanded_size(node: yaml.Node, limit: int = MAX_VALUES) -> int:
+    """How many values ``node`` stands for with its aliases expanded (stops above ``limit``)."""
+    sizes: dict[int, int] = {}
+
+    def size(current: yaml.Node) -> int:
+        known = sizes.get(id(current))
+        if known is not None:
+            return known
+        sizes[id(current)] = limit + 1  # a node that contains itself is unbounded
+        total = 1
+        if isinstance(current, yaml.SequenceNode):
+            children = current.value
+        elif isinstance(current, yaml.MappingNode):
+            children = [n for pair in current.value for n in pair]
+        else:
+            children = []
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        sizes[id(current)] = min(total, limit + 1)
+        return sizes[id(current)]
+
+    return size(node)
+
+
+def load_yaml(text: str, source: str | Path) -> Any:
+    """Parse YAML ``text`` (from ``source``, for messages) with :class:`StrictLoader`."""
+    loader = StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if expanded_size(node) > MAX_VALUES:
+            raise BenchlibError(
+                f"{source} expands to more than {MAX_VALUES:,} values through its YAML aliases "
+                "(&name / *name); write the values out or reuse fewer of them"
+            )
+        return loader.construct_document(node)
+    except DuplicateKeyError as exc:
+        raise BenchlibError(f"{source}: {exc}; keep one of them") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise BenchlibError(f"{source} is not valid YAML{where}; fix its syntax") from exc
+    except RecursionError as exc:
+        raise BenchlibError(f"{source} nests too deeply; flatten it") from exc
+    finally:
+        loader.dispose()
+
+
+def load_yaml_file(path: str | Path, what: str = "file") -> Any:
+    """Read and parse a UTF-8 YAML file; a missing, non-UTF-8 or bad file is one clear error."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise BenchlibError(
+            f"{what} {path} is not UTF-8 text (line {line}); save it as UTF-8"
+        ) from exc
+    return load_yaml(text, f"{what} {path}")
