@@ -86,8 +86,44 @@ def test_unreachable_server_is_a_clear_error(tmp_path):
     with serve_directory(tmp_path) as (url, _):
         pass  # the port is closed again
     remote = RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA)
-    with pytest.raises(BenchlibError, match=r"check the network or point params.url"):
+    with pytest.raises(BenchlibError, match=r"check the network, the proxy .* or point params.url"):
         fetch(remote, tmp_path / "cache", retries=0, timeout=5)
+    assert not (tmp_path / "cache" / "data.bin").exists()
+
+
+def _unpinned(url: str) -> RemoteFile:
+    return RemoteFile("data.bin", url, "", pinned=False)
+
+
+@pytest.mark.parametrize("pinned", [True, False])
+@pytest.mark.parametrize(
+    "case, phrase",
+    [
+        ("bad_port", "Failed to parse"),  # requests' InvalidURL is a ValueError
+        ("redirect_to_file", "No connection adapters were found for 'file:///etc/hostname'"),
+        ("malformed_proxy", "Please check proxy URL"),
+    ],
+)
+def test_a_failed_request_is_not_called_a_checksum_mismatch(
+    served, tmp_path, monkeypatch, case, phrase, pinned
+):
+    """Nothing was downloaded: the error says the download failed and why, for pinned and
+    unpinned files alike (an unpinned one crashed with AttributeError before)."""
+    url, _ = served
+    target = {
+        "bad_port": "http://127.0.0.1:99999/data.bin",
+        "redirect_to_file": f"{url}/redirect-to-file/data.bin",
+        "malformed_proxy": "http://localhost.invalid/data.bin",
+    }[case]
+    if case == "malformed_proxy":
+        monkeypatch.setenv("http_proxy", "http://")
+        monkeypatch.setenv("HTTP_PROXY", "http://")
+    remote = RemoteFile("data.bin", target, PAYLOAD_SHA) if pinned else _unpinned(target)
+    with pytest.raises(BenchlibError) as info:
+        fetch(remote, tmp_path / "cache", retries=0, timeout=5)
+    message = str(info.value)
+    assert message.startswith(f"download of {target} failed (") and phrase in message, message
+    assert "checksum" not in message and "\n" not in message
     assert not (tmp_path / "cache" / "data.bin").exists()
 
 

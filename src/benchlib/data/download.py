@@ -194,19 +194,28 @@ def fetch(
     pooch_log.setLevel(logging.WARNING)  # benchlib logs the download itself
     try:
         path = Path(cache.fetch(remote.name, downloader=downloader))
-    except ValueError as exc:
-        got = re.search(r"but got ([0-9a-fA-F]+)", str(exc))
-        expected = _known_hash(remote).replace(":", " ", 1)  # "sha256 <hex>" / "md5 <hex>"
-        raise BenchlibError(
-            f"checksum mismatch for {remote.url}: expected {expected}, got "
-            f"{got.group(1) if got else 'another value'}; the download is corrupt or truncated, "
-            f"or the file changed upstream: retry, or fix {context}.{remote.url_param} / "
-            f"{context}.{remote.sha256_param if remote.sha256 else remote.md5_param}"
-        ) from exc
+    # requests' InvalidURL, InvalidSchema, InvalidProxyURL and InvalidHeader are ValueErrors too:
+    # they are failed downloads, not checksum mismatches, so they are caught first
     except (requests.exceptions.RequestException, OSError) as exc:
         raise BenchlibError(
-            f"download of {remote.url} failed ({_one_line(exc)}); check the network or point "
-            f"{context}.{remote.url_param} at a reachable copy"
+            f"download of {remote.url} failed ({_one_line(exc)}); check the network, the proxy "
+            f"variables (http_proxy, https_proxy) or point {context}.{remote.url_param} at a "
+            "reachable copy"
+        ) from exc
+    except ValueError as exc:
+        got = re.search(r"but got ([0-9a-fA-F]+)", str(exc))
+        known = _known_hash(remote)
+        if known is None or got is None:
+            raise BenchlibError(
+                f"download of {remote.url} failed ({_one_line(exc)}); check "
+                f"{context}.{remote.url_param}"
+            ) from exc
+        expected = known.replace(":", " ", 1)  # "sha256 <hex>" / "md5 <hex>"
+        raise BenchlibError(
+            f"checksum mismatch for {remote.url}: expected {expected}, got {got.group(1)}; the "
+            "download is corrupt or truncated, or the file changed upstream: retry, or fix "
+            f"{context}.{remote.url_param} / "
+            f"{context}.{remote.sha256_param if remote.sha256 else remote.md5_param}"
         ) from exc
     finally:
         pooch_log.setLevel(level)
