@@ -17,12 +17,17 @@ from typing import Any
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it onto ``path``.
 
-    On any exception the temporary file is removed and ``path`` is left untouched.
+    On any exception the temporary file is removed and ``path`` is left untouched. The file gets
+    the mode a plain ``open`` would give it (0666 less the umask), not mkstemp's 0600, so that
+    results and stores are as readable to a colleague as any other file the user writes.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+    finally:
+        os.close(fd)
     tmp = Path(tmp_name)
     try:
         yield tmp
@@ -37,12 +42,12 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     """Yield a fresh sibling directory of ``path``; on success it replaces ``path`` (rename).
 
     On any exception the temporary directory is removed and ``path`` is left untouched. The
-    directory is world-readable (mkdtemp makes 0700; stores are shared read-only data).
+    directory gets the mode ``mkdir`` would give it (0777 less the umask; mkdtemp makes 0700).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    tmp.chmod(0o755)
+    tmp.chmod(0o777 & ~current_umask())
     try:
         yield tmp
         if path.exists():
@@ -51,6 +56,20 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (``/proc``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
