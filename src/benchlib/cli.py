@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -120,16 +121,23 @@ def cmd_run_cell(args: argparse.Namespace) -> None:
                 f"--cores 1 {split}"
             )
     out = Path(args.out_dir) if args.out_dir else Path(cell.run_dir)
-    _run_spec(
-        spec,
-        Path(store),
-        Path(split),
-        out / "metrics.json",
-        out / "timing.json",
-        Path(args.out_dir) / "checkpoints" if args.out_dir else Path(cell.checkpoint_dir),
-        args.threads,
-        None,
-    )
+    checkpoints = Path(args.out_dir) / "checkpoints" if args.out_dir else Path(cell.checkpoint_dir)
+    from benchlib import cpu_kernels
+
+    if cpu_kernels.apply(spec.training.cpu_kernels):  # native: nothing to set before imports
+        _run_spec(spec, Path(store), Path(split), out / "metrics.json", out / "timing.json",
+                  checkpoints, args.threads, None)  # fmt: skip
+        return
+    # Loading the config imported numpy, so this process can no longer cap its CPU kernels:
+    # the cell runs as `benchlib run` in a fresh process (the same bytes as the workflow's).
+    command = [sys.executable, "-m", "benchlib.cli", *(["-q"] if args.quiet else []), "run"]
+    command += ["--spec", json.dumps(config.cell_spec(cell)), "--store", str(store)]
+    command += ["--split", str(split), "--out", str(out / "metrics.json")]
+    command += ["--timing", str(out / "timing.json"), "--checkpoints", str(checkpoints)]
+    command += ["--threads", str(args.threads)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
 
 
 def _run_spec(
