@@ -23,7 +23,7 @@ from benchlib.cli_args import (
     require_keys,
     set_threads,
 )
-from benchlib.errors import BenchlibError, missing_extra
+from benchlib.errors import BenchlibError, missing_extra, os_fault
 
 LOG = logging.getLogger("benchlib")
 
@@ -478,6 +478,12 @@ def main(argv: list[str] | None = None) -> int:
         if error is None:
             raise
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # full disk, read-only folder, no permission: for every subcommand
+        fault = os_fault(exc)
+        if fault is None:
+            raise
+        print(f"error: {fault}", file=sys.stderr)
         return 2
     return 0
 

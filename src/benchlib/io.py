@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -30,8 +31,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.close(fd)
     tmp = Path(tmp_name)
     try:
-        yield tmp
-        os.replace(tmp, path)
+        with full_disk_named(path, tmp):
+            yield tmp
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -49,13 +51,47 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     tmp.chmod(0o777 & ~current_umask())
     try:
-        yield tmp
+        with full_disk_named(path, tmp):
+            yield tmp
         if path.exists():
             shutil.rmtree(path)
         tmp.rename(path)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+FULL_BELOW_BYTES = 1 << 20  # a disk with less free space than this counts as full
+
+
+@contextlib.contextmanager
+def full_disk_named(path: Path, tmp: Path) -> Iterator[None]:
+    """Errors of writing ``tmp`` (a file, or a folder of files) name ``path``, the output the
+    user asked for; a write that failed on a full disk without saying so becomes ``ENOSPC``.
+
+    numpy ("N requested and M written") and torch ("unexpected pos") report a short write
+    without an errno; when the disk holding ``path`` is (nearly) full, that is the reason.
+    """
+    try:
+        yield
+    except OSError as exc:
+        name = str(exc.filename) if exc.filename is not None else ""
+        if exc.errno is not None and name.startswith(str(tmp)):
+            raise OSError(exc.errno, exc.strerror, str(path) + name[len(str(tmp)) :]) from exc
+        if exc.errno is None and _nearly_full(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc
+        raise
+    except RuntimeError as exc:
+        if _nearly_full(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc
+        raise
+
+
+def _nearly_full(path: Path) -> bool:
+    try:
+        return shutil.disk_usage(path.parent).free < FULL_BELOW_BYTES
+    except OSError:
+        return False
 
 
 def current_umask() -> int:
