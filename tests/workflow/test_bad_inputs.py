@@ -540,6 +540,30 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.run()
 
 
+def _checkpoint_of_this_cell(ctx: Ctx, **state: Any) -> None:
+    """A checkpoint with the cell's own config hash but another version's layout."""
+    from benchlib.spec import CellSpec
+
+    (ctx.out / "checkpoints").mkdir()
+    state["config_hash"] = CellSpec.from_dict(ctx.spec).config_hash()
+    torch.save(state, ctx.out / "checkpoints" / "round_0000.pt")
+
+
+@case("checkpoint_missing_key", "does not fit this cell (KeyError: 'models'")
+def _(ctx: Ctx) -> list[str]:
+    _checkpoint_of_this_cell(ctx, completed_round=0)
+    return ctx.run()
+
+
+@case(
+    "checkpoint_fewer_client_models",
+    "(ValueError: it holds 1 client models, the cell has 4; written by another",
+)
+def _(ctx: Ctx) -> list[str]:
+    _checkpoint_of_this_cell(ctx, completed_round=0, models=[{}], optimizers=[])
+    return ctx.run()
+
+
 @case("results_path_is_directory", "metrics.json is a directory; remove it")
 def _(ctx: Ctx) -> list[str]:
     (ctx.out / "metrics.json").mkdir()

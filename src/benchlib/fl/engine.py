@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from benchlib import __version__, cpu_kernels
-from benchlib.errors import require
+from benchlib.errors import BenchlibError, require
 from benchlib.fl.batching import batched_clients, proximal_rows
 from benchlib.fl.checkpoint import (
     clear_checkpoints,
@@ -443,6 +443,10 @@ class CellRun:
         }
 
     def restore(self, state: dict[str, Any]) -> None:
+        if len(state["models"]) != len(self.models):
+            raise ValueError(
+                f"it holds {len(state['models'])} client models, the cell has {len(self.models)}"
+            )
         for model, saved in zip(self.models, state["models"], strict=True):
             model.load_state_dict(saved)
         for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
@@ -528,7 +532,14 @@ def run_cell(
     if latest is not None:
         state = load_checkpoint(latest, cell.config_hash)
         if state is not None:
-            cell.restore(state)
+            try:
+                cell.restore(state)
+            except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as exc:
+                raise BenchlibError(
+                    f"checkpoint {latest} does not fit this cell ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else ''}; written by another benchlib "
+                    "version?); delete it to restart the cell from scratch"
+                ) from exc
             LOG.info("resuming from round %d (%s)", cell.start_round, latest)
     round_times = []
     events = _events(cell, out_path)
