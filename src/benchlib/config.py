@@ -129,6 +129,11 @@ def _message(error: jsonschema.ValidationError) -> str:
             close = difflib.get_close_matches(unknown[0], allowed, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             return f"unknown key {unknown[0]!r}{hint}; it takes: {', '.join(allowed)}"
+    if error.validator == "maxLength" and isinstance(error.instance, str):
+        return (
+            f"the id {error.instance[:20]}... has {len(error.instance)} characters; ids become "
+            f"file names, so use at most {error.validator_value}"
+        )
     if error.validator in ("oneOf", "anyOf") and error.context:
         options = sorted({sub.message for sub in error.context if not sub.path})
         if options:

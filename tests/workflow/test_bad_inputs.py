@@ -295,6 +295,24 @@ def _(ctx: Ctx) -> list[str]:
     return ops_snakemake_argv(ctx.out, _config_text(ctx, SMOKE_TEXT + ALIAS_BOMB), "-n")
 
 
+def _long_experiment_id(config: dict) -> None:
+    config["experiments"]["e" * 300] = config["experiments"].pop("smoke")
+
+
+@case("config_long_experiment_id", "has 300 characters; ids become file names, so use at most 64")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.check_config(_long_experiment_id)
+
+
+@case("snakemake_long_dataset_id", "has 300 characters; ids become file names, so use at most 64")
+def _(ctx: Ctx) -> list[str]:
+    def edit(config: dict) -> None:
+        config["datasets"]["d" * 300] = config["datasets"].pop("mnist5k")
+        config["experiments"]["smoke"]["dataset"] = "d" * 300
+
+    return _dry_run_with(ctx, edit)
+
+
 def _dry_run_with(ctx: Ctx, edit: Callable[[dict], None]) -> list[str]:
     config = copy.deepcopy(SMOKE)
     edit(config)
