@@ -246,6 +246,7 @@ class CellRun:
 
     # --------------------------------------------------------------------------- set-up
     def _build_models(self) -> None:
+        self._check_model_fits()
         init = self.spec.model["init"] or self.method.model_init
         seed_torch_global(self.seed, "init")
         initial = self._new_model()
@@ -261,6 +262,29 @@ class CellRun:
         self.scratch = copy.deepcopy(initial)
         self.global_vector = self.layout.flatten(initial).to(self.device)
         self._received = StackSpace()  # the star round's [n, d] received vectors
+
+    def _check_model_fits(self) -> None:
+        """Refuse a model whose client copies and optimizer states cannot fit in memory, before
+        anything is allocated (the model is built on the meta device: no memory, no RNG)."""
+        model_cfg = self.spec.model
+        try:
+            with torch.device("meta"):
+                probe = build_model(
+                    model_cfg["name"], self.num_outputs, self.input_shape, model_cfg["params"]
+                )
+        except Exception:  # a model that cannot be built on meta is checked by building it
+            return
+        count = sum(p.numel() for p in probe.parameters())
+        need = 4 * count * (3 * self.num_clients + 2)  # models + two optimizer states, float32
+        have = available_memory(self.device)
+        if have is not None and need > have:
+            raise BenchlibError(
+                f"model {model_cfg['name']} with params {model_cfg['params']} has {count:,} "
+                f"parameters for inputs {self.input_shape}: its {self.num_clients} client copies "
+                f"and optimizer states need about {need / 1024**3:,.1f} GiB, more than the "
+                f"{have / 1024**3:,.1f} GiB available; make the model smaller (datasets.<d>.model."
+                "params) or the inputs (the dataset's image size)"
+            )
 
     def _new_model(self) -> nn.Module:
         model_cfg = self.spec.model
@@ -476,6 +500,20 @@ class CellRun:
 
             result["predictions"] = saved_predictions(self.scoring, self.settings.save_predictions)
         return result
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes free for a cell's tensors: the GPU's free memory, or the host's MemAvailable."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _events(cell: CellRun, out_path: Path) -> Any:
