@@ -63,3 +63,19 @@ def test_a_non_utf8_file_names_its_line(tmp_path):
 def test_syntax_errors_name_the_line():
     with pytest.raises(BenchlibError, match="x is not valid YAML at line 2; fix its syntax"):
         load_yaml("a: 1\nb: c: d\n", "x")
+
+
+def test_typed_scalars_reads_string_leaves_as_yaml_would():
+    from benchlib.yaml_load import typed_scalars
+
+    given = {
+        "k": ["0", "1"],
+        "lr": "0.5",
+        "on": "true",
+        "name": "fedavg",
+        "none": "null",
+        "q": "1a",
+    }
+    assert typed_scalars(given) == {
+        "k": [0, 1], "lr": 0.5, "on": True, "name": "fedavg", "none": None, "q": "1a"
+    }  # fmt: skip

@@ -106,3 +106,18 @@ def load_yaml_file(path: str | Path, what: str = "file") -> Any:
             f"{what} {path} is not UTF-8 text (line {line}); save it as UTF-8"
         ) from exc
     return load_yaml(text, f"{what} {path}")
+
+
+def typed_scalars(value: Any) -> Any:
+    """``value`` with every string leaf read as a YAML scalar (``"0"`` -> 0, ``"true"`` -> True,
+    ``"0.5"`` -> 0.5); other strings stay. Snakemake's ``--config key={a: [0, 1]}`` reads flow
+    collections with YAML's base loader, which leaves every scalar a string."""
+    if isinstance(value, dict):
+        return {key: typed_scalars(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [typed_scalars(item) for item in value]
+    if isinstance(value, str):
+        tag = StrictLoader.resolve(StrictLoader, yaml.ScalarNode, value, (True, False))
+        if tag != "tag:yaml.org,2002:str":
+            return StrictLoader("").construct_object(yaml.ScalarNode(tag, value))
+    return value

@@ -15,6 +15,7 @@ import hashlib
 import http.server
 import io
 import json
+import re
 import shutil
 import subprocess
 import tarfile
@@ -582,6 +583,12 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.run()
 
 
+@case("absurd_model_size", "parameters for inputs (1, 28, 28): its 4 client copies and optimizer")
+def _(ctx: Ctx) -> list[str]:
+    model = {**ctx.spec["model"], "params": {**ctx.spec["model"]["params"], "hidden": 10**9}}
+    return ctx.run(spec=ctx.spec_with(model=model))
+
+
 @case("results_path_is_directory", "metrics.json is a directory; remove it")
 def _(ctx: Ctx) -> list[str]:
     (ctx.out / "metrics.json").mkdir()
@@ -705,3 +712,21 @@ def test_nonfinite_models_from_a_malfunction_are_survived_and_recorded(
     else:
         assert {entry["model"] for entry in nonfinite} <= {0, 1, 2, 3}
     assert metrics["history"]["schedule"][0] == {"0": "ana"}
+
+
+@pytest.mark.slow  # runs snakemake -n
+def test_config_flow_lists_on_the_command_line_keep_their_types(tmp_path):
+    """`--config experiments={smoke: {k: [0, 1]}}`: Snakemake reads the flow list's numbers as
+    strings; the workflow reads them as YAML would, so the grid has k = 0 and 1 only."""
+    argv = ops_snakemake_argv(
+        tmp_path,
+        REPO / "config" / "smoke.yaml",
+        "-n",
+        "--config",
+        "experiments={smoke: {k: [0, 1]}}",
+    )
+    result = subprocess.run(argv, env=tool_env(), cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout + result.stderr
+    assert re.search(r"run_cell\s+9\b", out), out[-2000:]  # 3 methods x (k0, sfa k1, ana k1)
+    assert "/k2/" not in out and "/k1/seed0" in out

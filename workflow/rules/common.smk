@@ -10,6 +10,8 @@ from benchlib.data.registry import get_dataset
 from benchlib.errors import BenchlibError
 from benchlib.weights import weights_path, weights_url
 from benchlib.targets import report_names
+from benchlib.yaml_load import typed_scalars
+from snakemake.utils import update_config
 
 
 def load_validated_config(raw):
@@ -28,6 +30,10 @@ for _configfile in workflow.overwrite_configfiles or ():
     except BenchlibError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(1)
+# --config key={a: [0, 1]}: Snakemake leaves the scalars of a flow collection strings
+for _key, _value in (workflow.config_settings.config or {}).items():
+    if isinstance(_value, dict | list):
+        update_config(config, {_key: typed_scalars(_value)})
 CFG = load_validated_config(config)
 MALFUNCTIONS = sorted(
     {m for e in CFG.experiments.values() for m in e["malfunctions"]} | {NO_MALFUNCTION}
