@@ -205,3 +205,28 @@ def test_a_download_on_a_terminal_shows_poochs_progress_bar(served, tmp_path, ca
     fetch(RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA), tmp_path / "cache", retries=0)
     bar = capsys.readouterr().err
     assert "100%" in bar and "102k" in bar, bar
+
+
+@pytest.mark.parametrize(
+    "path, size, cap, phrase",
+    [
+        ("data.bin", 1000, None, "announces 102,400 bytes, more than the 1,000"),
+        ("data.bin", 0, 5000, "announces 102,400 bytes, more than the 5,000"),
+        ("no-length/data.bin", 1000, None, "sent 6"),  # counted as it arrives
+    ],
+)
+def test_an_unpinned_download_is_bounded_by_its_size(
+    served, tmp_path, monkeypatch, path, size, cap, phrase
+):
+    """No checksum to stop a wrong file: its known size (or the cap on any download) does,
+    announced or counted while it arrives, and nothing is left behind."""
+    import benchlib.data.download as download
+
+    if cap is not None:
+        monkeypatch.setattr(download, "MAX_DOWNLOAD_BYTES", cap)
+    url, _ = served
+    remote = RemoteFile("data.bin", f"{url}/{path}", "", pinned=False, size=size)
+    with pytest.raises(BenchlibError, match="more than the") as info:
+        fetch(remote, tmp_path / "cache", retries=0, context="ctx")
+    assert phrase in str(info.value) and "fix ctx.url" in str(info.value)
+    assert list((tmp_path / "cache").iterdir()) == []
