@@ -72,3 +72,21 @@ def test_a_short_write_with_space_left_is_not_blamed_on_the_disk(tmp_path, monke
     monkeypatch.setattr(io, "FULL_BELOW_BYTES", 0)
     with pytest.raises(RuntimeError, match="unexpected pos"), io.atomic_path(tmp_path / "a.pt"):
         raise RuntimeError("unexpected pos 5 vs 4")
+
+
+@pytest.mark.parametrize(
+    "target, phrase",
+    [
+        ("folder", "{out} is a folder; give the path of a file"),
+        ("file/x.md", "a parent of {out} is a file, not a folder; fix the path"),
+    ],
+)
+def test_an_output_path_that_cannot_be_a_file_is_one_error_line(tmp_path, capsys, target, phrase):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("x")
+    out = tmp_path / target
+    assert main(["params", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"error: {phrase.format(out=out)}"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder"]
+    assert list((tmp_path / "folder").iterdir()) == []

@@ -248,3 +248,24 @@ def test_status_lists_diverged_cells(grid, capsys):
     out = capsys.readouterr().out
     cells = sorted(c.run_dir.removeprefix("results/runs/") for c in (DONE, RUNNING))
     assert f"2 diverged (non-finite models): {', '.join(cells)}; tables mark" in out
+
+
+def test_status_survives_damaged_progress_files(grid, capsys):
+    """A progress file that is a folder, or lines with absurd rounds and times, count as no
+    measurement; status still prints its table."""
+    path = progress_path(grid / metrics_key(RUNNING))
+    path.write_text(
+        '{"round": -5, "seconds": 1e308}\n{"round": 10000000000}\n'
+        '{"round": 0, "seconds": 1e308, "time": 1e308, "pid": true, "host": 5}\n'
+    )
+    status = grid_status(load_config(grid / "grid.yaml"), [OPS_EXPERIMENT], grid)
+    running = {c["cell"]: c for c in status["cells"]}[RUNNING.run_dir.removeprefix("results/runs/")]
+    assert (running["state"], running["rounds_done"], running["round_seconds"]) == (
+        "running",
+        1,
+        [],
+    )
+    path.unlink()
+    path.mkdir()
+    assert main(["status", "--config", str(grid / "grid.yaml"), "-d", str(grid)]) == 0
+    assert "running: " in capsys.readouterr().out

@@ -18,6 +18,8 @@ def test_duplicate_keys_name_both_lines():
         load_yaml(text, "x")
     with pytest.raises(BenchlibError, match="the key 'fedavg' appears twice, at lines 1 and 2"):
         load_yaml("fedavg: {label: A}\nfedavg: {label: B}\n", "x")
+    with pytest.raises(BenchlibError, match="the key 'label' appears twice, at line 2;"):
+        load_yaml("methods:\n  local: {label: Local, label: L2}\n", "x")  # one flow mapping
 
 
 def test_equal_keys_in_different_mappings_and_merge_overrides_are_fine():

@@ -53,6 +53,9 @@ _OS_FAULTS = {
     ),
     errno.EACCES: ("permission denied: {path}", "fix its permissions or write elsewhere"),
     errno.EPERM: ("operation not permitted: {path}", "fix its permissions or write elsewhere"),
+    errno.EISDIR: ("{path} is a folder", "give the path of a file"),
+    errno.ENOTDIR: ("a parent of {path} is a file, not a folder", "fix the path"),
+    errno.ENOENT: ("{path} does not exist (or its folder cannot hold files)", "fix the path"),
 }
 
 

@@ -23,8 +23,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     results and stores are as readable to a colleague as any other file the user writes.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _make_parent(path)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # e.g. a folder under /proc: the error names the output, not the temp
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:
         os.fchmod(fd, 0o666 & ~current_umask())
     finally:
@@ -47,7 +50,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     directory gets the mode ``mkdir`` would give it (0777 less the umask; mkdtemp makes 0700).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     tmp.chmod(0o777 & ~current_umask())
     try:
@@ -59,6 +62,13 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def _make_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a file where a folder of the path should be
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path)) from exc
 
 
 FULL_BELOW_BYTES = 1 << 20  # a disk with less free space than this counts as full

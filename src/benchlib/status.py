@@ -134,7 +134,7 @@ def stale_note(lines: list[dict[str, Any]], mean_round: float | None, now: float
         return ""
     last = lines[-1]
     pid, host = last.get("pid"), last.get("host")
-    if isinstance(pid, int) and host == platform.node():
+    if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and host == platform.node():
         if _pid_alive(pid):
             return ""
         return f"its process {pid} is gone (killed); the Snakemake lock here is stale"
@@ -167,6 +167,7 @@ def cell_state(
     rounds = int(config.datasets[config.experiment_dataset(cell.experiment)]["training"]["rounds"])
     lines = read_progress(progress_path(metrics))
     state = CellState(cell.id, cell.experiment, "pending", rounds)
+    lines = [e for e in lines if 0 <= e["round"] < rounds]  # a damaged line counts for nothing
     state.round_seconds = [float(e["seconds"]) for e in lines if _is_number(e.get("seconds"))]
     state.rounds_done = len({e["round"] for e in lines})
     state.diverged = any(e.get("nonfinite") for e in lines)
@@ -193,7 +194,12 @@ def cell_state(
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite, non-negative measured time (a damaged progress line may hold anything)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and 0 <= value < 1e9  # under 30 years a round
+    )
 
 
 def target_cells(config: Config, targets: list[str]) -> list[Cell]:

@@ -28,18 +28,20 @@ class StrictLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base``: keys given after win
                 continue
             key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
             try:
-                first = seen.setdefault(key, key_node.start_mark.line + 1)
+                if key in seen:
+                    raise DuplicateKeyError(key, seen[key], line)
+                seen[key] = line
             except TypeError:  # an unhashable key: the base class reports it
                 break
-            if first != key_node.start_mark.line + 1:
-                raise DuplicateKeyError(key, first, key_node.start_mark.line + 1)
         return super().construct_mapping(node, deep=deep)
 
 
 class DuplicateKeyError(yaml.YAMLError):
     def __init__(self, key: Any, first: int, second: int) -> None:
-        super().__init__(f"the key {key!r} appears twice, at lines {first} and {second}")
+        where = f"lines {first} and {second}" if first != second else f"line {first}"
+        super().__init__(f"the key {key!r} appears twice, at {where}")
         self.line = second
 
 

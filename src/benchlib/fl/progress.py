@@ -48,7 +48,7 @@ def read_progress(path: str | Path) -> list[dict[str, Any]]:
     concurrent write may leave it, is skipped)."""
     try:  # a damaged byte spoils only its line
         text = Path(path).read_bytes().decode("utf-8", errors="replace")
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # missing, a folder, unreadable: no progress to show
         return []
     entries = []
     for line in text.splitlines():
