@@ -77,6 +77,7 @@ def cmd_split(args: argparse.Namespace) -> None:
     from benchlib.data.store import load_store
 
     spec = parse_spec(args.spec)
+    require_keys(spec, ("dataset", "clients", "partition", "split"), "--spec")
     check_output_file(Path(args.out))
     data = load_store(args.store)
     table = make_split(data, SplitSpec.from_config(spec))
@@ -191,7 +192,15 @@ def cmd_report(args: argparse.Namespace) -> None:
     outputs = [Path(p) for p in args.out]
     for path in outputs:
         check_output_file(path)
-    kind.render(spec, [Path(p) for p in args.collected], outputs)
+    import pandas as pd
+
+    try:
+        kind.render(spec, [Path(p) for p in args.collected], outputs)
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise BenchlibError(
+            f"an input of report {args.kind} ({' '.join(args.collected)}) is not a readable CSV "
+            f"({type(exc).__name__}); delete it and run its collect step again"
+        ) from exc
     LOG.info("wrote %s", " and ".join(args.out))
 
 
@@ -263,7 +272,13 @@ def cmd_selections(args: argparse.Namespace) -> None:
             raise BenchlibError(
                 f"cannot read metrics file {path} ({exc}); run its cell first"
             ) from exc
-        shares = selection_shares(metrics, from_round=args.from_round)
+        try:
+            shares = selection_shares(metrics, from_round=args.from_round)
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise BenchlibError(
+                f"{path} holds no peer selections of a P2P cell ({type(exc).__name__}: {exc}); "
+                "pass the metrics.json of a P2P method's cell"
+            ) from exc
         print(
             f"{path}: rounds {args.from_round}+ ({shares['rounds']}): benign clients selected "
             f"{shares['malicious_selected']}/{shares['malicious_possible']} malfunctioning "

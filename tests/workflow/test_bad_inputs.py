@@ -34,6 +34,12 @@ from conftest import REPO, benchlib_exe, ops_snakemake_argv, tool_env
 from helpers.store_edits import edit_manifest, reseal
 
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+ROBUSTNESS_SPEC = {
+    "experiment": "smoke", "malfunction": "sfa", "title": "t", "methods": [["fedavg", "F"]],
+    "ks": [0, 1], "num_clients": 4, "k": [0, 1], "metric": "accuracy", "percent": None,
+    "decimals": None, "metric_label": None, "ci": False, "test": "paired_t", "confidence": 0.95,
+    "resamples": 9999, "note": "",
+}  # fmt: skip
 
 
 @dataclass
@@ -587,6 +593,51 @@ def _(ctx: Ctx) -> list[str]:
 def _(ctx: Ctx) -> list[str]:
     model = {**ctx.spec["model"], "params": {**ctx.spec["model"]["params"], "hidden": 10**9}}
     return ctx.run(spec=ctx.spec_with(model=model))
+
+
+@case("split_spec_lacks_partition", "--spec lacks partition, split")
+def _(ctx: Ctx) -> list[str]:
+    spec = json.dumps({"dataset": "mnist5k", "clients": 4})
+    out = str(ctx.out / "s.csv")
+    return [benchlib_exe(), "split", "--spec", spec, "--store", str(ctx.store), "--out", out]
+
+
+@case("report_collected_not_utf8", "is not a readable CSV (UnicodeDecodeError); delete it")
+def _(ctx: Ctx) -> list[str]:
+    (ctx.inp / "c.csv").write_bytes(b"\xff\xfe\x00 not a csv")
+    spec = json.dumps(ROBUSTNESS_SPEC)
+    return [
+        benchlib_exe(), "report", "--kind", "robustness_table", "--spec", spec,
+        "--collected", str(ctx.inp / "c.csv"), "--out", str(ctx.out / "t.tex"),
+    ]  # fmt: skip
+
+
+@case("selections_of_a_star_cell", "holds no peer selections of a P2P cell (KeyError")
+def _(ctx: Ctx) -> list[str]:
+    (ctx.inp / "m.json").write_text(json.dumps({"history": {"selections": []}}))
+    return [benchlib_exe(), "selections", str(ctx.inp / "m.json")]
+
+
+@case("prepare_pixel_beyond_a_byte", "contains pixel values that are not integers in 0..255")
+def _(ctx: Ctx) -> list[str]:
+    rows = [",".join(["0"] * 784 + ["3"]) for _ in range(20)]
+    rows[4] = ",".join(["300"] * 784 + ["3"])  # was clipped to 255 without a word
+    source = ctx.inp / "mnist.csv.gz"
+    source.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    params = {"source_file": str(source), "sha256": hashlib.sha256(source.read_bytes()).hexdigest()}
+    spec = {"dataset": "mnist5k", "source": "mnist5k", "params": params}
+    return [benchlib_exe(), "prepare", "--spec", json.dumps(spec), "--out", str(ctx.out / "st")]
+
+
+@case("run_negative_seed", "--spec seed is -1, not a non-negative integer")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.run(spec=ctx.spec_with(seed=-1))
+
+
+@case("run_spec_file_not_utf8", "is not UTF-8 JSON; regenerate it")
+def _(ctx: Ctx) -> list[str]:
+    (ctx.inp / "spec.json").write_bytes(b"\xff{")
+    return ctx.run(spec=f"@{ctx.inp / 'spec.json'}")
 
 
 @case("results_path_is_directory", "metrics.json is a directory; remove it")
