@@ -522,6 +522,23 @@ def test_collect_and_the_table_mark_a_diverged_cell(tmp_path):
     # the ana table has none: no mark, no note
     tex = render(Config(smoke_raw()).reports["smoke_ana"], csv, tmp_path / "a.tex")
     assert "dagger" not in tex
+    # the metrics table at k=2 and the robustness figure's data mark the same cell
+    entry = {"kind": "metrics_table", "experiment": "smoke", "malfunction": "sfa", "k": 2,
+             "metrics": ["accuracy", "mse"]}  # fmt: skip
+    tex = render(Config(smoke_raw(m=entry)).reports["m"], csv, tmp_path / "m.tex")
+    rows = body_rows(tex)
+    assert all(cell.endswith("$^\\dagger$") for cell in rows["FedAvg"])
+    assert not any("dagger" in cell for cell in rows["Local"] + rows["LIGHTYEAR"])
+    assert "Includes 1 diverged cell" in tex
+    panels = [{"experiment": "smoke", "title": "s", "malfunctions": ["sfa"],
+               "methods": [["fedavg", "FedAvg"], ["local", "Local"]]}]  # fmt: skip
+    data = robustness_frame(collected, panels, MetricDisplay.resolve())
+    marked = data[data["diverged"] > 0]
+    assert list(zip(marked["method"], marked["k"], strict=True)) == [("FedAvg", 2)]
+    from benchlib.report.kinds.lightyear.robustness_figure import plot_robustness
+
+    plot_robustness(data, "t", tmp_path / "f.pdf", tmp_path / "f.png")  # dagger and note drawn
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize(
