@@ -515,10 +515,13 @@ def test_collect_and_the_table_mark_a_diverged_cell(tmp_path):
     collected.to_csv(csv, index=False)
     tex = render(Config(smoke_raw()).reports["smoke_sfa"], csv, tmp_path / "t.tex")
     rows = body_rows(tex)
-    assert rows["FedAvg"][2] == expected_cell("fedavg", 2, 100, 1) + "$^\\dagger$"
+    assert rows["FedAvg"][2] == expected_cell("fedavg", 2, 100, 1) + "$^{\\dagger}$"
+    from benchlib.report.html_table import inline
+
+    assert inline(rows["FedAvg"][2]).endswith("<sup>†</sup>")  # the HTML report shows it too
     assert rows["FedAvg"][:2] == [expected_cell("fedavg", k, 100, 1) for k in (0, 1)]
     assert not any("dagger" in cell for label in ("Local", "LIGHTYEAR") for cell in rows[label])
-    assert "$^\\dagger$ Includes 1 diverged cell (non-finite model weights" in tex
+    assert "$^{\\dagger}$ Includes 1 diverged cell (non-finite model weights" in tex
     # the ana table has none: no mark, no note
     tex = render(Config(smoke_raw()).reports["smoke_ana"], csv, tmp_path / "a.tex")
     assert "dagger" not in tex
@@ -527,7 +530,7 @@ def test_collect_and_the_table_mark_a_diverged_cell(tmp_path):
              "metrics": ["accuracy", "mse"]}  # fmt: skip
     tex = render(Config(smoke_raw(m=entry)).reports["m"], csv, tmp_path / "m.tex")
     rows = body_rows(tex)
-    assert all(cell.endswith("$^\\dagger$") for cell in rows["FedAvg"])
+    assert all(cell.endswith("$^{\\dagger}$") for cell in rows["FedAvg"])
     assert not any("dagger" in cell for cell in rows["Local"] + rows["LIGHTYEAR"])
     assert "Includes 1 diverged cell" in tex
     panels = [{"experiment": "smoke", "title": "s", "malfunctions": ["sfa"],

@@ -104,9 +104,9 @@ def test_a_diverged_cell_is_marked_in_the_table_and_in_status(smoke_workdir):
     tex = (smoke_workdir / "tables/smoke_ana.tex").read_text()
     rows = {line.split("&")[0].strip(): line for line in tex.splitlines() if "$\\pm$" in line}
     fedavg = rows["FedAvg"].split("&")
-    assert "$^\\dagger$" not in fedavg[1] and fedavg[2].strip().endswith("$^\\dagger$ \\\\")
-    assert "$^\\dagger$" not in rows["Local"]
-    assert "$^\\dagger$ Includes 1 diverged cell (non-finite model weights" in tex
+    assert "$^{\\dagger}$" not in fedavg[1] and fedavg[2].strip().endswith("$^{\\dagger}$ \\\\")
+    assert "$^{\\dagger}$" not in rows["Local"]
+    assert "$^{\\dagger}$ Includes 1 diverged cell (non-finite model weights" in tex
     status = subprocess.run(
         [benchlib_exe(), "status", "--config", "c.yaml", "tables/smoke_ana.tex"],
         cwd=smoke_workdir, env=tool_env(), capture_output=True, text=True, timeout=300,

@@ -131,7 +131,7 @@ def summarise(
 
 # A table value averaged over diverged cells (non-finite models) carries this mark and the
 # caption a note counting them: it must never read as an ordinary number.
-DIVERGED_MARK = "$^\\dagger$"
+DIVERGED_MARK = "$^{\\dagger}$"
 
 
 def diverged_cells(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
