@@ -228,10 +228,12 @@ def cmd_verify(args: argparse.Namespace) -> None:
 def cmd_check_config(args: argparse.Namespace) -> None:
     from benchlib.config import load_config
     from benchlib.methods.base import build_method
+    from benchlib.model_size import check_model_sizes
 
     config = load_config(args.config)
     for entry in config.methods.values():  # the full check: build every method
         build_method(entry["method"], dict(entry["params"]))
+    check_model_sizes(config.datasets)  # and count every model's parameters
     cells = sum(len(config.cells(e)) for e in config.experiments)
     print(f"{args.config}: valid; {len(config.experiments)} experiments, {cells} cells")
 

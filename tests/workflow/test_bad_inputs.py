@@ -320,6 +320,11 @@ def _(ctx: Ctx) -> list[str]:
     return _dry_run_with(ctx, edit)
 
 
+@case("config_absurd_model", "has 403,000,000,922 parameters for inputs (1, 28, 28)")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.check_config(lambda c: dataset(c)["model"]["params"].update(hidden=10**9))
+
+
 def _dry_run_with(ctx: Ctx, edit: Callable[[dict], None]) -> list[str]:
     config = copy.deepcopy(SMOKE)
     edit(config)
