@@ -8,6 +8,7 @@ import subprocess
 import pytest
 from conftest import benchlib_exe, tool_env
 
+from benchlib.cpu_kernels import PORTABLE_ENV, is_x86_64
 from benchlib.digest import numbers_digest
 
 pytestmark = pytest.mark.slow
@@ -15,10 +16,13 @@ CELL = "smoke/sfa/fedavg/k1/seed0"
 
 
 def run_cell_command(smoke_workdir, *args: str) -> subprocess.CompletedProcess[str]:
+    """`benchlib run-cell` as a user starts it: without the kernel caps that the test session
+    exports (run-cell must set them itself)."""
+    env = {k: v for k, v in tool_env().items() if k not in PORTABLE_ENV}
     return subprocess.run(
         [benchlib_exe(), "run-cell", "c.yaml", *args],
         cwd=smoke_workdir,
-        env=tool_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -31,6 +35,12 @@ def test_run_cell_writes_where_the_workflow_would_and_matches_benchlib_run(smoke
     metrics = json.loads((smoke_workdir / f"results/runs/{CELL}/metrics.json").read_text())
     assert metrics["cell"]["method_id"] == "fedavg" and metrics["cell"]["k"] == 1
     assert (smoke_workdir / f"results/runs/{CELL}/timing.json").is_file()
+    # the config's portable kernels are in force, as in `benchlib run` (the caps are set before
+    # numpy and torch load; only x86-64 has caps to set)
+    kernels = metrics["provenance"]["cpu_kernels"]
+    assert kernels["setting"] == "portable"
+    assert kernels["caps"] == (dict(PORTABLE_ENV) if is_x86_64() else {})
+    assert "torch was imported before the caps were set" not in done.stderr
 
     other = run_cell_command(smoke_workdir, CELL, "--out-dir", "elsewhere")
     assert other.returncode == 0, other.stderr[-3000:]

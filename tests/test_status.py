@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
+import subprocess
+import sys
 from base64 import urlsafe_b64encode
 from pathlib import Path
 
@@ -18,7 +21,7 @@ from benchlib.cli import main
 from benchlib.config import Cell, load_config
 from benchlib.fl.engine import run_cell
 from benchlib.fl.progress import progress_path, read_progress
-from benchlib.status import grid_status, snakemake_keys
+from benchlib.status import STALE_MIN_SECONDS, grid_status, snakemake_keys
 
 ROUNDS = 3
 DONE = Cell(OPS_EXPERIMENT, "none", "fedavg", 0, 0)
@@ -182,3 +185,87 @@ def test_a_finished_snakemake_run_is_all_done(ops_reference_run, capsys):
     argv = ["status", "--config", str(run.configfile), "-d", str(run.workdir), OPS_TABLE]
     assert main(argv) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "all 4 cells are done"
+
+
+def _rewrite_progress(workdir: Path, cell: Cell, **fields) -> None:
+    path = progress_path(workdir / metrics_key(cell))
+    lines = [{**line, **fields} for line in read_progress(path)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: its pid names no process now
+    return child.pid
+
+
+def test_a_running_cell_whose_process_is_gone_is_failed_and_the_lock_stale(grid, capsys):
+    """After kill -9 of Snakemake's process group, its lock stays: the cell's progress lines
+    name a process on this host that no longer exists."""
+    _rewrite_progress(grid, RUNNING, pid=_dead_pid(), host=platform.node())
+    status = grid_status(load_config(grid / "grid.yaml"), [OPS_EXPERIMENT], grid)
+    by_cell = {c["cell"]: c for c in status["cells"]}
+    running = by_cell[RUNNING.run_dir.removeprefix("results/runs/")]
+    assert running["state"] == "failed"
+    assert "is gone (killed); the Snakemake lock here is stale" in running["note"]
+    assert status["stale_lock"] and not status["snakemake_running"]
+    assert main(["status", "--config", str(grid / "grid.yaml"), "-d", str(grid)]) == 0
+    out = capsys.readouterr().out
+    assert "Snakemake is running here" not in out
+    assert "the Snakemake lock here is stale" in out and "snakemake --unlock" in out
+
+
+def test_a_cell_on_another_host_is_stalled_after_many_round_times(grid):
+    """No process to ask on another host: the age of its last round against its round time."""
+    _rewrite_progress(grid, RUNNING, pid=1, host="another-host", time=1_000_000.0, seconds=2.0)
+    config = load_config(grid / "grid.yaml")
+
+    def state(now: float) -> dict:
+        cells = grid_status(config, [OPS_EXPERIMENT], grid, now=now)["cells"]
+        return {c["cell"]: c for c in cells}[RUNNING.run_dir.removeprefix("results/runs/")]
+
+    assert state(1_000_000.0 + STALE_MIN_SECONDS - 1)["state"] == "running"
+    stalled = state(1_000_000.0 + STALE_MIN_SECONDS + 1)
+    assert stalled["state"] == "failed"
+    assert stalled["note"].startswith("no round finished for 30m01s (a round takes 2s): stalled")
+
+
+def test_status_reads_a_progress_file_with_damaged_bytes(grid):
+    path = progress_path(grid / metrics_key(RUNNING))
+    path.write_bytes(path.read_bytes() + b'{"round": 1, "seconds": 1.0, "note": "\xff\xfe"}\n')
+    status = grid_status(load_config(grid / "grid.yaml"), [OPS_EXPERIMENT], grid)
+    by_cell = {c["cell"]: c for c in status["cells"]}
+    assert by_cell[RUNNING.run_dir.removeprefix("results/runs/")]["rounds_done"] == 2
+
+
+def test_status_lists_diverged_cells(grid, capsys):
+    path = grid / metrics_key(DONE)
+    metrics = json.loads(path.read_text())
+    metrics["history"]["nonfinite"] = [{"round": 0, "model": "global"}]
+    path.write_text(json.dumps(metrics))
+    _rewrite_progress(grid, RUNNING, nonfinite=[{"round": 0, "model": 2}])
+    assert main(["status", "--config", str(grid / "grid.yaml"), "-d", str(grid)]) == 0
+    out = capsys.readouterr().out
+    cells = sorted(c.run_dir.removeprefix("results/runs/") for c in (DONE, RUNNING))
+    assert f"2 diverged (non-finite models): {', '.join(cells)}; tables mark" in out
+
+
+def test_status_survives_damaged_progress_files(grid, capsys):
+    """A progress file that is a folder, or lines with absurd rounds and times, count as no
+    measurement; status still prints its table."""
+    path = progress_path(grid / metrics_key(RUNNING))
+    path.write_text(
+        '{"round": -5, "seconds": 1e308}\n{"round": 10000000000}\n'
+        '{"round": 0, "seconds": 1e308, "time": 1e308, "pid": true, "host": 5}\n'
+    )
+    status = grid_status(load_config(grid / "grid.yaml"), [OPS_EXPERIMENT], grid)
+    running = {c["cell"]: c for c in status["cells"]}[RUNNING.run_dir.removeprefix("results/runs/")]
+    assert (running["state"], running["rounds_done"], running["round_seconds"]) == (
+        "running",
+        1,
+        [],
+    )
+    path.unlink()
+    path.mkdir()
+    assert main(["status", "--config", str(grid / "grid.yaml"), "-d", str(grid)]) == 0
+    assert "running: " in capsys.readouterr().out

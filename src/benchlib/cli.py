@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,7 @@ from benchlib.cli_args import (
     require_keys,
     set_threads,
 )
-from benchlib.errors import BenchlibError, missing_extra
+from benchlib.errors import BenchlibError, missing_extra, os_fault
 
 LOG = logging.getLogger("benchlib")
 
@@ -76,6 +77,7 @@ def cmd_split(args: argparse.Namespace) -> None:
     from benchlib.data.store import load_store
 
     spec = parse_spec(args.spec)
+    require_keys(spec, ("dataset", "clients", "partition", "split"), "--spec")
     check_output_file(Path(args.out))
     data = load_store(args.store)
     table = make_split(data, SplitSpec.from_config(spec))
@@ -120,16 +122,23 @@ def cmd_run_cell(args: argparse.Namespace) -> None:
                 f"--cores 1 {split}"
             )
     out = Path(args.out_dir) if args.out_dir else Path(cell.run_dir)
-    _run_spec(
-        spec,
-        Path(store),
-        Path(split),
-        out / "metrics.json",
-        out / "timing.json",
-        Path(args.out_dir) / "checkpoints" if args.out_dir else Path(cell.checkpoint_dir),
-        args.threads,
-        None,
-    )
+    checkpoints = Path(args.out_dir) / "checkpoints" if args.out_dir else Path(cell.checkpoint_dir)
+    from benchlib import cpu_kernels
+
+    if cpu_kernels.apply(spec.training.cpu_kernels):  # native: nothing to set before imports
+        _run_spec(spec, Path(store), Path(split), out / "metrics.json", out / "timing.json",
+                  checkpoints, args.threads, None)  # fmt: skip
+        return
+    # Loading the config imported numpy, so this process can no longer cap its CPU kernels:
+    # the cell runs as `benchlib run` in a fresh process (the same bytes as the workflow's).
+    command = [sys.executable, "-m", "benchlib.cli", *(["-q"] if args.quiet else []), "run"]
+    command += ["--spec", json.dumps(config.cell_spec(cell)), "--store", str(store)]
+    command += ["--split", str(split), "--out", str(out / "metrics.json")]
+    command += ["--timing", str(out / "timing.json"), "--checkpoints", str(checkpoints)]
+    command += ["--threads", str(args.threads)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
 
 
 def _run_spec(
@@ -159,7 +168,10 @@ def cmd_verify_store(args: argparse.Namespace) -> None:
     from benchlib.data.store import load_store
 
     data = load_store(args.store, verify="full")
-    print(f"{args.store}: every file matches its manifest sha256 ({len(data.index)} samples)")
+    print(
+        f"{args.store}: every file matches its manifest and the store is valid "
+        f"({len(data.index)} samples, {data.num_classes} classes)"
+    )
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
@@ -180,7 +192,15 @@ def cmd_report(args: argparse.Namespace) -> None:
     outputs = [Path(p) for p in args.out]
     for path in outputs:
         check_output_file(path)
-    kind.render(spec, [Path(p) for p in args.collected], outputs)
+    import pandas as pd
+
+    try:
+        kind.render(spec, [Path(p) for p in args.collected], outputs)
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise BenchlibError(
+            f"an input of report {args.kind} ({' '.join(args.collected)}) is not a readable CSV "
+            f"({type(exc).__name__}); delete it and run its collect step again"
+        ) from exc
     LOG.info("wrote %s", " and ".join(args.out))
 
 
@@ -208,10 +228,12 @@ def cmd_verify(args: argparse.Namespace) -> None:
 def cmd_check_config(args: argparse.Namespace) -> None:
     from benchlib.config import load_config
     from benchlib.methods.base import build_method
+    from benchlib.model_size import check_model_sizes
 
     config = load_config(args.config)
     for entry in config.methods.values():  # the full check: build every method
         build_method(entry["method"], dict(entry["params"]))
+    check_model_sizes(config.datasets)  # and count every model's parameters
     cells = sum(len(config.cells(e)) for e in config.experiments)
     print(f"{args.config}: valid; {len(config.experiments)} experiments, {cells} cells")
     for method_id, reason in sorted(config.skipped_methods.items()):
@@ -254,7 +276,13 @@ def cmd_selections(args: argparse.Namespace) -> None:
             raise BenchlibError(
                 f"cannot read metrics file {path} ({exc}); run its cell first"
             ) from exc
-        shares = selection_shares(metrics, from_round=args.from_round)
+        try:
+            shares = selection_shares(metrics, from_round=args.from_round)
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise BenchlibError(
+                f"{path} holds no peer selections of a P2P cell ({type(exc).__name__}: {exc}); "
+                "pass the metrics.json of a P2P method's cell"
+            ) from exc
         print(
             f"{path}: rounds {args.from_round}+ ({shares['rounds']}): benign clients selected "
             f"{shares['malicious_selected']}/{shares['malicious_possible']} malfunctioning "
@@ -372,7 +400,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
 
-    p = add("verify-store", cmd_verify_store, "re-hash a prepared store against its manifest")
+    p = add(
+        "verify-store",
+        cmd_verify_store,
+        "re-hash a prepared store against its manifest and check that it is valid",
+    )
     p.add_argument("store", help="store directory (results/data/<dataset>)")
 
     p = add("collect", cmd_collect, "gather metrics.json files into a tidy CSV")
@@ -474,6 +506,12 @@ def main(argv: list[str] | None = None) -> int:
         if error is None:
             raise
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # full disk, read-only folder, no permission: for every subcommand
+        fault = os_fault(exc)
+        if fault is None:
+            raise
+        print(f"error: {fault}", file=sys.stderr)
         return 2
     return 0
 

@@ -16,7 +16,10 @@ def parse_spec(text: str) -> dict[str, Any]:
         path = Path(text[1:])
         if not path.is_file():
             raise BenchlibError(f"spec file {path} not found")
-        text = path.read_text()
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BenchlibError(f"spec file {path} is not UTF-8 JSON; regenerate it") from exc
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from benchlib import layout, plugins
 from benchlib.axes import SEPARATOR, apply_axes, changes_data, variants
@@ -42,6 +41,7 @@ from benchlib.models.catalog import MODEL_INIT, model_settings
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
 from benchlib.tasks.catalog import TASKS, loss_settings
+from benchlib.yaml_load import load_yaml, load_yaml_file
 
 LOG = logging.getLogger("benchlib")
 NO_MALFUNCTION = "none"
@@ -49,17 +49,10 @@ DEFAULT_TASK = "classification"
 DOWNLOAD_ROOT = layout.DOWNLOADS
 
 
-def parse_yaml(text: str) -> Any:
-    """``yaml.safe_load`` through libyaml's parser where PyYAML has it (the same constructors
-    and resolvers, so the same values; about six times faster on the paper configs, which every
-    ``snakemake`` run parses)."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
 def schema() -> dict[str, Any]:
     """The JSON schema, with the enums that the catalog owns filled in."""
     text = resources.files("benchlib").joinpath("schemas/config.schema.yaml").read_text()
-    result = parse_yaml(text)
+    result = load_yaml(text, "the config schema")
     dataset = result["properties"]["datasets"]["additionalProperties"]["properties"]
     dataset["task"]["enum"] = TASKS.names()
     dataset["task"]["default"] = DEFAULT_TASK
@@ -82,12 +75,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read a YAML config file with clear errors for missing or malformed files."""
     path = Path(path)
     require(path.is_file(), f"config file {path} not found; pass an existing --configfile")
-    try:
-        data = parse_yaml(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise BenchlibError(f"config file {path} is not valid YAML{where}; fix its syntax") from exc
+    data = load_yaml_file(path, "config file")
     require(isinstance(data, dict), f"config file {path} must hold a mapping at the top level")
     return data
 
@@ -138,6 +126,11 @@ def _message(error: jsonschema.ValidationError) -> str:
             close = difflib.get_close_matches(unknown[0], allowed, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             return f"unknown key {unknown[0]!r}{hint}; it takes: {', '.join(allowed)}"
+    if error.validator == "maxLength" and isinstance(error.instance, str):
+        return (
+            f"the id {error.instance[:20]}... has {len(error.instance)} characters; ids become "
+            f"file names, so use at most {error.validator_value}"
+        )
     if error.validator in ("oneOf", "anyOf") and error.context:
         options = sorted({sub.message for sub in error.context if not sub.path})
         if options:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 
 def format_duration(seconds: float) -> str:
-    """A short duration: ``42s``, ``3m05s``, ``2h07m``, ``3d04h``."""
+    """A short duration: ``42s``, ``3m05s``, ``2h07m``, ``3d04h`` (``unknown`` if not finite)."""
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return "unknown"
     whole = max(0, round(seconds))
     if whole < 60:
         return f"{whole}s"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -17,16 +18,25 @@ from typing import Any
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it onto ``path``.
 
-    On any exception the temporary file is removed and ``path`` is left untouched.
+    On any exception the temporary file is removed and ``path`` is left untouched. The file gets
+    the mode a plain ``open`` would give it (0666 less the umask), not mkstemp's 0600, so that
+    results and stores are as readable to a colleague as any other file the user writes.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    _make_parent(path)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # e.g. a folder under /proc: the error names the output, not the temp
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+    finally:
+        os.close(fd)
     tmp = Path(tmp_name)
     try:
-        yield tmp
-        os.replace(tmp, path)
+        with full_disk_named(path, tmp):
+            yield tmp
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -37,20 +47,75 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     """Yield a fresh sibling directory of ``path``; on success it replaces ``path`` (rename).
 
     On any exception the temporary directory is removed and ``path`` is left untouched. The
-    directory is world-readable (mkdtemp makes 0700; stores are shared read-only data).
+    directory gets the mode ``mkdir`` would give it (0777 less the umask; mkdtemp makes 0700).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    tmp.chmod(0o755)
+    tmp.chmod(0o777 & ~current_umask())
     try:
-        yield tmp
+        with full_disk_named(path, tmp):
+            yield tmp
         if path.exists():
             shutil.rmtree(path)
         tmp.rename(path)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def _make_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a file where a folder of the path should be
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path)) from exc
+
+
+FULL_BELOW_BYTES = 1 << 20  # a disk with less free space than this counts as full
+
+
+@contextlib.contextmanager
+def full_disk_named(path: Path, tmp: Path) -> Iterator[None]:
+    """Errors of writing ``tmp`` (a file, or a folder of files) name ``path``, the output the
+    user asked for; a write that failed on a full disk without saying so becomes ``ENOSPC``.
+
+    numpy ("N requested and M written") and torch ("unexpected pos") report a short write
+    without an errno; when the disk holding ``path`` is (nearly) full, that is the reason.
+    """
+    try:
+        yield
+    except OSError as exc:
+        name = str(exc.filename) if exc.filename is not None else ""
+        if exc.errno is not None and name.startswith(str(tmp)):
+            raise OSError(exc.errno, exc.strerror, str(path) + name[len(str(tmp)) :]) from exc
+        if exc.errno is None and _nearly_full(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc
+        raise
+    except RuntimeError as exc:
+        if _nearly_full(path):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc
+        raise
+
+
+def _nearly_full(path: Path) -> bool:
+    try:
+        return shutil.disk_usage(path.parent).free < FULL_BELOW_BYTES
+    except OSError:
+        return False
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (``/proc``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:

@@ -111,6 +111,13 @@ class CellSpec:
         unknown = sorted(set(raw) - names)
         if unknown:
             raise BenchlibError(f"{what} has unknown keys {unknown}; regenerate it from the config")
+        for key in ("k", "seed", "clients"):  # required keys: present here
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise BenchlibError(
+                    f"{what} {key} is {value!r}, not a non-negative integer; regenerate it from "
+                    "the config"
+                )
         training = raw["training"]
         if not isinstance(training, TrainingSettings):
             training = TrainingSettings.from_config(f"{what} training", training)

@@ -13,6 +13,12 @@ It reads only files in the workflow's working directory, never a scheduler:
   **failed** (Snakemake 9 keeps the record of a failed job);
 - nothing of these: **pending**.
 
+A lock outlives a Snakemake killed with ``kill -9``. A running cell's progress lines name the
+process that runs it (``pid``, ``host``): when that process is gone (same host), or when no round
+has finished for :data:`STALE_ROUNDS` times its round time (at least :data:`STALE_MIN_SECONDS`;
+another host), the cell counts as **failed** and the lock as stale. A cell whose models went
+non-finite (metrics.json ``history.nonfinite``, or its progress lines) is listed as diverged.
+
 The ETA comes from the measured round times in each cell's ``progress.jsonl``
 (:mod:`benchlib.fl.progress`): a running cell needs its remaining rounds at its own mean round
 time, a pending or failed one all its rounds at the experiment's mean round time; the grid's ETA
@@ -25,6 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import time
 from base64 import urlsafe_b64decode
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +53,8 @@ HELP = (
     "progress.jsonl)"
 )
 MAX_LISTED = 10  # running and failed cells listed by name under the table
+STALE_ROUNDS = 10  # a running cell with no round for this many round times is stalled...
+STALE_MIN_SECONDS = 1800.0  # ...and for at least this long
 
 
 def snakemake_keys(workdir: Path, kind: str) -> set[str]:
@@ -89,6 +99,7 @@ class CellState:
     rounds_done: int = 0
     round_seconds: list[float] = field(default_factory=list)
     note: str = ""
+    diverged: bool = False  # non-finite models in its history
 
     def mean_round(self) -> float | None:
         return sum(self.round_seconds) / len(self.round_seconds) if self.round_seconds else None
@@ -100,11 +111,45 @@ def _config_hash(config: Config, cell: Cell) -> str:
     return CellSpec.from_dict(config.cell_spec(cell)).config_hash()
 
 
-def _recorded_hash(metrics: Path) -> str | None:
+def _read_metrics(metrics: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(metrics.read_text()).get("config_hash")
-    except (OSError, json.JSONDecodeError, AttributeError):
+        data = json.loads(metrics.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process, or not a pid we can ask about
+    return True
+
+
+def stale_note(lines: list[dict[str, Any]], mean_round: float | None, now: float) -> str:
+    """Why a cell that Snakemake counts as running is dead, or "" when it may be alive."""
+    if not lines:
+        return ""
+    last = lines[-1]
+    pid, host = last.get("pid"), last.get("host")
+    if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and host == platform.node():
+        if _pid_alive(pid):
+            return ""
+        return f"its process {pid} is gone (killed); the Snakemake lock here is stale"
+    finished = last.get("time")
+    if not isinstance(finished, int | float) or mean_round is None:
+        return ""
+    idle = now - float(finished)
+    if idle > max(STALE_ROUNDS * mean_round, STALE_MIN_SECONDS):
+        return (
+            f"no round finished for {format_duration(idle)} (a round takes "
+            f"{format_duration(mean_round)}): stalled or killed; the Snakemake lock here is "
+            "stale if so"
+        )
+    return ""
 
 
 def cell_state(
@@ -114,28 +159,48 @@ def cell_state(
     incomplete: set[str],
     recorded: set[str],
     locked: bool,
+    now: float | None = None,
 ) -> CellState:
-    """The state of one cell from the files in ``workdir``."""
+    """The state of one cell from the files in ``workdir`` (``now``: the Unix time to judge a
+    stalled cell by; default the current time)."""
     metrics_key = cell.metrics_path
     metrics = workdir / metrics_key
     rounds = int(config.datasets[config.experiment_dataset(cell.experiment)]["training"]["rounds"])
     lines = read_progress(progress_path(metrics))
     state = CellState(cell.id, cell.experiment, "pending", rounds)
-    state.round_seconds = [float(e["seconds"]) for e in lines if "seconds" in e]
+    lines = [e for e in lines if 0 <= e["round"] < rounds]  # a damaged line counts for nothing
+    state.round_seconds = [float(e["seconds"]) for e in lines if _is_number(e.get("seconds"))]
     state.rounds_done = len({e["round"] for e in lines})
+    state.diverged = any(e.get("nonfinite") for e in lines)
     if metrics.is_file():
-        if _recorded_hash(metrics) == _config_hash(config, cell):
+        recorded_metrics = _read_metrics(metrics) or {}
+        if recorded_metrics.get("config_hash") == _config_hash(config, cell):
             state.state, state.rounds_done = "done", rounds
+            history = recorded_metrics.get("history")
+            state.diverged = bool(isinstance(history, dict) and history.get("nonfinite"))
         else:
             state.note = "metrics.json of another cell config: the workflow runs it again"
     elif metrics_key in incomplete:
         if locked:
-            state.state = "running"
+            stale = stale_note(lines, state.mean_round(), time.time() if now is None else now)
+            if stale:
+                state.state, state.note = "failed", stale
+            else:
+                state.state = "running"
         else:
             state.state, state.note = "failed", "interrupted (no Snakemake runs here now)"
     elif metrics_key in recorded or (workdir / cell_log(cell)).is_file():
         state.state, state.note = "failed", f"see {cell_log(cell)}"
     return state
+
+
+def _is_number(value: Any) -> bool:
+    """A finite, non-negative measured time (a damaged progress line may hold anything)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and 0 <= value < 1e9  # under 30 years a round
+    )
 
 
 def target_cells(config: Config, targets: list[str]) -> list[Cell]:
@@ -164,13 +229,16 @@ def target_cells(config: Config, targets: list[str]) -> list[Cell]:
     return list(chosen)
 
 
-def grid_status(config: Config, targets: list[str], workdir: Path) -> dict[str, Any]:
-    """Counts per experiment and state, the remaining work and the ETA, and every cell."""
+def grid_status(
+    config: Config, targets: list[str], workdir: Path, now: float | None = None
+) -> dict[str, Any]:
+    """Counts per experiment and state, the remaining work and the ETA, and every cell
+    (``now``: the Unix time to judge stalled cells by; default the current time)."""
     incomplete = snakemake_keys(workdir, "incomplete")
     recorded = snakemake_keys(workdir, "metadata")
     locked = snakemake_running(workdir)
     cells = [
-        cell_state(config, cell, workdir, incomplete, recorded, locked)
+        cell_state(config, cell, workdir, incomplete, recorded, locked, now)
         for cell in target_cells(config, targets)
     ]
     experiments: dict[str, dict[str, Any]] = {}
@@ -197,9 +265,11 @@ def grid_status(config: Config, targets: list[str], workdir: Path) -> dict[str, 
     unmeasured = sum(
         e["cells"] - e["done"] for e in experiments.values() if e["work_seconds"] is None
     )
+    stale = locked and any("lock here is stale" in c.note for c in cells) and not running
     return {
         "workdir": str(workdir),
-        "snakemake_running": locked,
+        "snakemake_running": locked and not stale,
+        "stale_lock": stale,
         "experiments": experiments,
         "work_seconds": total,  # of the experiments with a measured round time
         "unmeasured_cells": unmeasured,  # cells left of experiments without one
@@ -253,6 +323,12 @@ def format_status(status: dict[str, Any]) -> str:
             + f"; Snakemake {'is running' if status['snakemake_running'] else 'is not running'}"
             " here)"
         )
+    if status.get("stale_lock"):
+        lines.append(
+            "the Snakemake lock here is stale (its cells' processes are gone): run "
+            "`snakemake --unlock` with the same config, then the workflow again (cells resume "
+            "from their last checkpoint)"
+        )
     for state in ("running", "failed"):
         listed = [c for c in status["cells"] if c["state"] == state]
         for c in listed[:MAX_LISTED]:
@@ -262,6 +338,13 @@ def format_status(status: dict[str, Any]) -> str:
             lines.append(f"{state}: {c['cell']} ({detail})")
         if len(listed) > MAX_LISTED:
             lines.append(f"{state}: ... and {len(listed) - MAX_LISTED} more (--json lists all)")
+    diverged = [c["cell"] for c in status["cells"] if c.get("diverged")]
+    if diverged:
+        more = f", ... and {len(diverged) - MAX_LISTED} more" if len(diverged) > MAX_LISTED else ""
+        lines.append(
+            f"{len(diverged)} diverged (non-finite models): "
+            f"{', '.join(diverged[:MAX_LISTED])}{more}; tables mark their values"
+        )
     return "\n".join(lines)
 
 

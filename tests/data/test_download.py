@@ -86,8 +86,44 @@ def test_unreachable_server_is_a_clear_error(tmp_path):
     with serve_directory(tmp_path) as (url, _):
         pass  # the port is closed again
     remote = RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA)
-    with pytest.raises(BenchlibError, match=r"check the network or point params.url"):
+    with pytest.raises(BenchlibError, match=r"check the network, the proxy .* or point params.url"):
         fetch(remote, tmp_path / "cache", retries=0, timeout=5)
+    assert not (tmp_path / "cache" / "data.bin").exists()
+
+
+def _unpinned(url: str) -> RemoteFile:
+    return RemoteFile("data.bin", url, "", pinned=False)
+
+
+@pytest.mark.parametrize("pinned", [True, False])
+@pytest.mark.parametrize(
+    "case, phrase",
+    [
+        ("bad_port", "Failed to parse"),  # requests' InvalidURL is a ValueError
+        ("redirect_to_file", "No connection adapters were found for 'file:///etc/hostname'"),
+        ("malformed_proxy", "Please check proxy URL"),
+    ],
+)
+def test_a_failed_request_is_not_called_a_checksum_mismatch(
+    served, tmp_path, monkeypatch, case, phrase, pinned
+):
+    """Nothing was downloaded: the error says the download failed and why, for pinned and
+    unpinned files alike (an unpinned one crashed with AttributeError before)."""
+    url, _ = served
+    target = {
+        "bad_port": "http://127.0.0.1:99999/data.bin",
+        "redirect_to_file": f"{url}/redirect-to-file/data.bin",
+        "malformed_proxy": "http://localhost.invalid/data.bin",
+    }[case]
+    if case == "malformed_proxy":
+        monkeypatch.setenv("http_proxy", "http://")
+        monkeypatch.setenv("HTTP_PROXY", "http://")
+    remote = RemoteFile("data.bin", target, PAYLOAD_SHA) if pinned else _unpinned(target)
+    with pytest.raises(BenchlibError) as info:
+        fetch(remote, tmp_path / "cache", retries=0, timeout=5)
+    message = str(info.value)
+    assert message.startswith(f"download of {target} failed (") and phrase in message, message
+    assert "checksum" not in message and "\n" not in message
     assert not (tmp_path / "cache" / "data.bin").exists()
 
 
@@ -169,3 +205,28 @@ def test_a_download_on_a_terminal_shows_poochs_progress_bar(served, tmp_path, ca
     fetch(RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA), tmp_path / "cache", retries=0)
     bar = capsys.readouterr().err
     assert "100%" in bar and "102k" in bar, bar
+
+
+@pytest.mark.parametrize(
+    "path, size, cap, phrase",
+    [
+        ("data.bin", 1000, None, "announces 102,400 bytes, more than the 1,000"),
+        ("data.bin", 0, 5000, "announces 102,400 bytes, more than the 5,000"),
+        ("no-length/data.bin", 1000, None, "sent 6"),  # counted as it arrives
+    ],
+)
+def test_an_unpinned_download_is_bounded_by_its_size(
+    served, tmp_path, monkeypatch, path, size, cap, phrase
+):
+    """No checksum to stop a wrong file: its known size (or the cap on any download) does,
+    announced or counted while it arrives, and nothing is left behind."""
+    import benchlib.data.download as download
+
+    if cap is not None:
+        monkeypatch.setattr(download, "MAX_DOWNLOAD_BYTES", cap)
+    url, _ = served
+    remote = RemoteFile("data.bin", f"{url}/{path}", "", pinned=False, size=size)
+    with pytest.raises(BenchlibError, match="more than the") as info:
+        fetch(remote, tmp_path / "cache", retries=0, context="ctx")
+    assert phrase in str(info.value) and "fix ctx.url" in str(info.value)
+    assert list((tmp_path / "cache").iterdir()) == []

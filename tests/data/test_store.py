@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.store_edits import copy_store, edit_manifest, reseal
 
 from benchlib.data.sources.mnist5k import SOURCE_SHA256, default_source_file
 from benchlib.data.store import load_store, write_store
@@ -101,3 +103,173 @@ def test_manifest_lists_file_checksums(mnist_store):
     manifest = json.loads((mnist_store / "manifest.json").read_text())
     assert set(manifest["files"]) == {"index.csv", "pixels.npy"}
     assert manifest["image_shape"] == [28, 28]
+
+
+# ------------------------------------------------------------------ validity of a loaded store
+def _patch_header(store: Path, old: bytes, new: bytes) -> None:
+    raw = (store / "pixels.npy").read_bytes()
+    assert raw[:128].count(old) == 1 and len(old) == len(new)
+    (store / "pixels.npy").write_bytes(raw.replace(old, new, 1))
+
+
+def _edit_index(store: Path, edit) -> None:
+    index = pd.read_csv(store / "index.csv", dtype=str, keep_default_na=False)
+    edit(index)
+    index.to_csv(store / "index.csv", index=False)
+
+
+def _save_pixels(store: Path, pixels: np.ndarray, **kwargs) -> None:
+    np.save(store / "pixels.npy", pixels, **kwargs)
+
+
+def _set(key, value):
+    return lambda m: m.__setitem__(key, value)
+
+
+# (edit of the store, reseal the checksums after it?, phrase of the error)
+DAMAGED_STORES = {
+    # same byte size: only the header check sees it (it trained at 9.7 % instead of 33.6 %)
+    "header_shape": (
+        lambda s: _patch_header(s, b"(5000, 28, 28)", b"(5000, 28, 27)"),
+        False,
+        "pixels.npy has rows of shape [28, 27] but the manifest records [28, 28]",
+    ),
+    "header_dtype": (
+        lambda s: _patch_header(s, b"'|u1'", b"'<i1'"),
+        False,
+        "pixels.npy holds int8 values, not uint8",
+    ),
+    # same byte size: every label 0 (it reached 100 % accuracy)
+    "labels_zeroed": (
+        lambda s: _edit_index(s, lambda t: t.__setitem__("label", "0")),
+        False,
+        "index.csv does not match its manifest checksum",
+    ),
+    "num_classes_edited": (
+        lambda s: edit_manifest(s, _set("num_classes", 100)),
+        False,
+        "manifest.json was changed after the store was written",
+    ),
+    "labels_beyond_num_classes": (
+        lambda s: edit_manifest(s, _set("num_classes", 5)),
+        True,
+        "index.csv has the label 5, outside 0..4 (the manifest's num_classes is 5)",
+    ),
+    "float_pixels": (
+        lambda s: _save_pixels(s, np.load(s / "pixels.npy").astype(np.float64)),
+        True,
+        "pixels.npy holds float64 values, not uint8",
+    ),
+    "object_pixels": (
+        lambda s: _save_pixels(s, np.empty(5000, dtype=object), allow_pickle=True),
+        True,
+        "pixels.npy holds object values, not uint8",
+    ),
+    "fewer_pixel_rows": (
+        lambda s: _save_pixels(s, np.load(s / "pixels.npy")[:4000]),
+        True,
+        "pixels.npy has shape (4000, 28, 28): 4000 rows for the 5000 rows of index.csv",
+    ),
+    "non_integer_label": (
+        lambda s: _edit_index(s, lambda t: t.__setitem__("label", "1.5")),
+        True,
+        "index.csv has labels that are not integers",
+    ),
+    "duplicate_sample_id": (
+        lambda s: _edit_index(
+            s,
+            lambda t: t.__setitem__(
+                "sample_id", t["sample_id"].where(t.index != 7, t["sample_id"][3])
+            ),
+        ),
+        True,
+        "index.csv lists the sample id",
+    ),
+    "index_rows_vs_manifest": (
+        lambda s: edit_manifest(s, _set("num_samples", 4999)),
+        True,
+        "index.csv has 5000 rows but the manifest records 4999",
+    ),
+    "bogus_array": (
+        lambda s: edit_manifest(s, _set("arrays", ["bogus"])),
+        True,
+        "manifest names unknown arrays ['bogus']",
+    ),
+    "manifest_is_a_list": (
+        lambda s: (s / "manifest.json").write_text("[]"),
+        False,
+        "manifest.json holds a list, not an object",
+    ),
+    "manifest_without_sizes": (
+        lambda s: edit_manifest(
+            s,
+            lambda m: {
+                k: v for k, v in m.items() if k not in ("sizes", "files", "manifest_sha256")
+            },
+        ),
+        False,
+        "records neither the size nor the sha256 of index.csv",
+    ),
+    "manifest_not_utf8": (
+        lambda s: (s / "manifest.json").write_bytes(b'{"dataset": "\xff"}'),
+        False,
+        "manifest.json is not valid JSON (not UTF-8)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGED_STORES))
+def test_a_damaged_or_hand_edited_store_is_refused_on_load(name, mnist_store, tmp_path):
+    damage, seal, phrase = DAMAGED_STORES[name]
+    store = copy_store(mnist_store, tmp_path / "store")
+    damage(store)
+    if seal:
+        reseal(store)
+    with pytest.raises(BenchlibError, match=re.escape(phrase)):
+        load_store(store)
+    # the full check (verify-store) may see a checksum mismatch first
+    full = re.escape(phrase) if seal else f"{re.escape(phrase)}|does not match its manifest"
+    with pytest.raises(BenchlibError, match=full):
+        load_store(store, verify="full")
+
+
+def test_verify_store_reads_the_contents(tmp_path):
+    """What only the full check sees: NaN in float arrays, mask classes beyond the count."""
+    index = pd.DataFrame({"sample_id": ["a", "b"], "label": 0, "group": "", "source_split": ""})
+    images = np.zeros((2, 4, 4), dtype=np.uint8)
+    write_store(
+        tmp_path / "seg", dataset="seg", index=index, pixels=images, masks=images.copy(),
+        num_classes=2, sources=[], task="segmentation",
+    )  # fmt: skip
+    masks = images.copy()
+    masks[1, 2, 2] = 7
+    np.save(tmp_path / "seg" / "masks.npy", masks)
+    reseal(tmp_path / "seg")
+    assert load_store(tmp_path / "seg").arrays["masks"].max() == 7  # quick: headers only
+    with pytest.raises(BenchlibError, match=r"masks hold the class 7, outside 0\.\.1"):
+        load_store(tmp_path / "seg", verify="full")
+    write_store(
+        tmp_path / "tab", dataset="tab", index=index, features=np.zeros((2, 3), np.float32),
+        targets=np.zeros((2, 1), np.float32), num_classes=1, sources=[], task="regression",
+    )  # fmt: skip
+    np.save(tmp_path / "tab" / "targets.npy", np.array([[0.0], [np.nan]], dtype=np.float32))
+    reseal(tmp_path / "tab")
+    with pytest.raises(BenchlibError, match="targets hold NaN/Inf"):
+        load_store(tmp_path / "tab", verify="full")
+
+
+def test_verify_store_on_the_command_line(mnist_store, tmp_path, capsys):
+    from benchlib.cli import main
+
+    assert main(["verify-store", str(mnist_store)]) == 0
+    assert "every file matches its manifest and the store is valid" in capsys.readouterr().out
+    store = copy_store(mnist_store, tmp_path / "store")
+    edit_manifest(store, _set("num_classes", 5))
+    reseal(store)
+    assert main(["verify-store", str(store)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        f"error: store {store}: index.csv has the label 5, outside 0..4 (the manifest's "
+        "num_classes is 5); delete it and prepare it again"
+    ]

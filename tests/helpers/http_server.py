@@ -11,13 +11,28 @@ from pathlib import Path
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """Serves a folder; ``/truncated/<name>`` announces the full length but sends half."""
+    """Serves a folder; ``/truncated/<name>`` announces the full length but sends half;
+    ``/redirect-to-file/<name>`` redirects to a ``file://`` URL; ``/no-length/<name>`` sends
+    the file without a Content-Length."""
 
     def log_message(self, *args) -> None:
         pass
 
     def do_GET(self) -> None:
         self.server.requests.append(self.path)
+        if self.path.startswith("/no-length/"):  # no Content-Length: the size is learnt late
+            data = (Path(self.directory) / self.path.split("/")[-1]).read_bytes()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if self.path.startswith("/redirect-to-file/"):  # a redirect off HTTP, to a local file
+            self.send_response(302)
+            self.send_header("Location", "file:///etc/hostname")
+            self.end_headers()
+            return
         if self.path.startswith("/truncated/"):
             data = (Path(self.directory) / self.path.split("/")[-1]).read_bytes()
             self.send_response(200)

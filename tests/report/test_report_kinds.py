@@ -490,3 +490,77 @@ def test_worked_example_metrics_table_end_to_end(tmp_path):
     }
     assert body_rows(tex)["FedAvg"] == ["64.0 $\\pm$ 3.7", "0.360 $\\pm$ 0.037"]
     assert "across all 4 clients, 2 of them malfunctioning (ANA) and included" in tex
+
+
+# ------------------------------------------------------------------------- diverged cells
+def test_collect_and_the_table_mark_a_diverged_cell(tmp_path):
+    """A cell whose models went non-finite keeps its (meaningless) number, but the collected
+    CSV counts its non-finite models and the table puts a dagger on its value and a note."""
+    frame = synthetic_collected()
+    paths = []
+    ids = ["experiment", "dataset", "malfunction", "method_id", "method", "k", "seed"]
+    for i, (key, group) in enumerate(frame.groupby(ids, sort=False)):
+        cell = {k: getattr(v, "item", lambda v=v: v)() for k, v in zip(ids, key, strict=True)}
+        clients = group.drop(columns=ids).to_dict("records")
+        path = write_metrics(tmp_path / f"{i}/metrics.json", cell, clients)
+        if cell["method_id"] == "fedavg" and cell["k"] == 2 and cell["malfunction"] == "sfa":
+            metrics = json.loads(path.read_text())
+            metrics["history"]["nonfinite"] = [{"round": 0, "model": "global"}] * 3
+            path.write_text(json.dumps(metrics))
+        paths.append(path)
+    collected = collect(paths)
+    marked = collected[collected["nonfinite"] > 0]
+    cells = zip(marked["method_id"], marked["k"], marked["malfunction"], strict=True)
+    assert set(cells) == {("fedavg", 2, "sfa")}
+    assert marked["nonfinite"].tolist() == [3] * 4 and collected["nonfinite"].sum() == 12
+    csv = tmp_path / "sfa.csv"
+    collected.to_csv(csv, index=False)
+    tex = render(Config(smoke_raw()).reports["smoke_sfa"], csv, tmp_path / "t.tex")
+    rows = body_rows(tex)
+    assert rows["FedAvg"][2] == expected_cell("fedavg", 2, 100, 1) + "$^{\\dagger}$"
+    from benchlib.report.html_table import inline
+
+    assert inline(rows["FedAvg"][2]).endswith("<sup>†</sup>")  # the HTML report shows it too
+    assert rows["FedAvg"][:2] == [expected_cell("fedavg", k, 100, 1) for k in (0, 1)]
+    assert not any("dagger" in cell for label in ("Local", "LIGHTYEAR") for cell in rows[label])
+    assert "$^{\\dagger}$ Includes 1 diverged cell (non-finite model weights" in tex
+    # the ana table has none: no mark, no note
+    tex = render(Config(smoke_raw()).reports["smoke_ana"], csv, tmp_path / "a.tex")
+    assert "dagger" not in tex
+    # the metrics table at k=2 and the robustness figure's data mark the same cell
+    entry = {"kind": "metrics_table", "experiment": "smoke", "malfunction": "sfa", "k": 2,
+             "metrics": ["accuracy", "mse"]}  # fmt: skip
+    tex = render(Config(smoke_raw(m=entry)).reports["m"], csv, tmp_path / "m.tex")
+    rows = body_rows(tex)
+    assert all(cell.endswith("$^{\\dagger}$") for cell in rows["FedAvg"])
+    assert not any("dagger" in cell for cell in rows["Local"] + rows["LIGHTYEAR"])
+    assert "Includes 1 diverged cell" in tex
+    panels = [{"experiment": "smoke", "title": "s", "malfunctions": ["sfa"],
+               "methods": [["fedavg", "FedAvg"], ["local", "Local"]]}]  # fmt: skip
+    data = robustness_frame(collected, panels, MetricDisplay.resolve())
+    marked = data[data["diverged"] > 0]
+    assert list(zip(marked["method"], marked["k"], strict=True)) == [("FedAvg", 2)]
+    from benchlib.report.kinds.lightyear.robustness_figure import plot_robustness
+
+    plot_robustness(data, "t", tmp_path / "f.pdf", tmp_path / "f.png")  # dagger and note drawn
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "text, phrase",
+    [
+        ("{}", "is not a cell's metrics file (it lacks the cell or its clients)"),
+        ("[]", "is not a cell's metrics file"),
+        ('{"cell": {}, "clients": [1]}', "is not a cell's metrics file"),
+        ("\udcff", "is not valid JSON"),
+    ],
+)
+def test_collect_over_a_broken_metrics_file_is_one_error(tmp_path, text, phrase):
+    path = tmp_path / "metrics.json"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    out = tmp_path / "c.csv"
+    result = run_benchlib("collect", "--out", str(out), str(path))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("error: ") and phrase in result.stderr
+    assert not out.exists()

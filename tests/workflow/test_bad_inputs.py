@@ -15,6 +15,7 @@ import hashlib
 import http.server
 import io
 import json
+import re
 import shutil
 import subprocess
 import tarfile
@@ -30,8 +31,15 @@ import pytest
 import torch
 import yaml
 from conftest import REPO, benchlib_exe, ops_snakemake_argv, tool_env
+from helpers.store_edits import edit_manifest, reseal
 
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+ROBUSTNESS_SPEC = {
+    "experiment": "smoke", "malfunction": "sfa", "title": "t", "methods": [["fedavg", "F"]],
+    "ks": [0, 1], "num_clients": 4, "k": [0, 1], "metric": "accuracy", "percent": None,
+    "decimals": None, "metric_label": None, "ci": False, "test": "paired_t", "confidence": 0.95,
+    "resamples": 9999, "note": "",
+}  # fmt: skip
 
 
 @dataclass
@@ -247,6 +255,76 @@ def _(ctx: Ctx) -> list[str]:
     return ops_snakemake_argv(ctx.out, path, "-n")
 
 
+SMOKE_TEXT = (REPO / "config" / "smoke.yaml").read_text()
+LR_LINE = "      lr: 0.002\n"
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(9)
+)  # 10^10 leaves in 12 lines
+
+
+def _config_text(ctx: Ctx, data: str | bytes) -> Path:
+    path = ctx.inp / "config.yaml"
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+@case("config_duplicate_key", "the key 'lr' appears twice, at lines 15 and 16; keep one")
+def _(ctx: Ctx) -> list[str]:
+    text = SMOKE_TEXT.replace(LR_LINE, LR_LINE + "      lr: 5.0\n")
+    return [benchlib_exe(), "check-config", str(_config_text(ctx, text))]
+
+
+@case("config_duplicate_method_id", "the key 'fedavg' appears twice")
+def _(ctx: Ctx) -> list[str]:
+    text = SMOKE_TEXT.replace("  fedavg: {label: FedAvg}\n", "  fedavg: {label: FedAvg}\n" * 2)
+    return [benchlib_exe(), "check-config", str(_config_text(ctx, text))]
+
+
+@case("snakemake_duplicate_key", "the key 'lr' appears twice, at lines 15 and 16")
+def _(ctx: Ctx) -> list[str]:
+    text = SMOKE_TEXT.replace(LR_LINE, LR_LINE + "      lr: 5.0\n")
+    return ops_snakemake_argv(ctx.out, _config_text(ctx, text), "-n")
+
+
+@case("config_not_utf8", "is not UTF-8 text (line 1); save it as UTF-8")
+def _(ctx: Ctx) -> list[str]:
+    data = b"description: smoke \xe9t\xe9\n" + SMOKE_TEXT.encode()
+    return [benchlib_exe(), "check-config", str(_config_text(ctx, data))]
+
+
+@case("config_alias_bomb", "expands to more than 1,000,000 values through its YAML aliases")
+def _(ctx: Ctx) -> list[str]:
+    return [benchlib_exe(), "check-config", str(_config_text(ctx, ALIAS_BOMB))]
+
+
+@case("snakemake_alias_bomb", "expands to more than 1,000,000 values through its YAML aliases")
+def _(ctx: Ctx) -> list[str]:
+    return ops_snakemake_argv(ctx.out, _config_text(ctx, SMOKE_TEXT + ALIAS_BOMB), "-n")
+
+
+def _long_experiment_id(config: dict) -> None:
+    config["experiments"]["e" * 300] = config["experiments"].pop("smoke")
+
+
+@case("config_long_experiment_id", "has 300 characters; ids become file names, so use at most 64")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.check_config(_long_experiment_id)
+
+
+@case("snakemake_long_dataset_id", "has 300 characters; ids become file names, so use at most 64")
+def _(ctx: Ctx) -> list[str]:
+    def edit(config: dict) -> None:
+        config["datasets"]["d" * 300] = config["datasets"].pop("mnist5k")
+        config["experiments"]["smoke"]["dataset"] = "d" * 300
+
+    return _dry_run_with(ctx, edit)
+
+
+@case("config_absurd_model", "has 403,000,000,922 parameters for inputs (1, 28, 28)")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.check_config(lambda c: dataset(c)["model"]["params"].update(hidden=10**9))
+
+
 def _dry_run_with(ctx: Ctx, edit: Callable[[dict], None]) -> list[str]:
     config = copy.deepcopy(SMOKE)
     edit(config)
@@ -363,6 +441,47 @@ def _(ctx: Ctx) -> list[str]:
     return [benchlib_exe(), "verify-store", str(store)]
 
 
+@case("store_header_shape_edited", "pixels.npy has rows of shape [28, 27] but the manifest")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    raw = (store / "pixels.npy").read_bytes()  # same byte size: the size check passes
+    (store / "pixels.npy").write_bytes(raw.replace(b"(5000, 28, 28)", b"(5000, 28, 27)", 1))
+    return ctx.run(store=store)
+
+
+@case("store_labels_zeroed", "index.csv does not match its manifest checksum")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    index = pd.read_csv(store / "index.csv", dtype=str, keep_default_na=False)
+    index.assign(label="0").to_csv(store / "index.csv", index=False)  # same byte size
+    return ctx.run(store=store)
+
+
+@case("store_num_classes_edited", "manifest.json was changed after the store was written")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    edit_manifest(store, lambda m: m.__setitem__("num_classes", 100))
+    return ctx.run(store=store)
+
+
+@case("store_duplicate_sample_id", "index.csv lists the sample id 'mnist5k-00003' twice")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    index = pd.read_csv(store / "index.csv", dtype=str, keep_default_na=False)
+    index.loc[7, "sample_id"] = index.loc[3, "sample_id"]
+    index.to_csv(store / "index.csv", index=False)
+    reseal(store)
+    return ctx.run(store=store)
+
+
+@case("verify_store_label_range", "index.csv has the label 5, outside 0..4")
+def _(ctx: Ctx) -> list[str]:
+    store = shutil.copytree(ctx.store, ctx.inp / "store")
+    edit_manifest(store, lambda m: m.__setitem__("num_classes", 5))
+    reseal(store)
+    return [benchlib_exe(), "verify-store", str(store)]
+
+
 @case("nan_in_source_data", "contains NaN or Inf pixel values")
 def _(ctx: Ctx) -> list[str]:
     rows = [",".join(["0"] * 784 + ["3"]) for _ in range(20)]
@@ -453,6 +572,81 @@ def _(ctx: Ctx) -> list[str]:
     (ctx.out / "checkpoints").mkdir()
     torch.save({"weights": torch.zeros(3)}, ctx.out / "checkpoints" / "round_0001.pt")
     return ctx.run()
+
+
+def _checkpoint_of_this_cell(ctx: Ctx, **state: Any) -> None:
+    """A checkpoint with the cell's own config hash but another version's layout."""
+    from benchlib.spec import CellSpec
+
+    (ctx.out / "checkpoints").mkdir()
+    state["config_hash"] = CellSpec.from_dict(ctx.spec).config_hash()
+    torch.save(state, ctx.out / "checkpoints" / "round_0000.pt")
+
+
+@case("checkpoint_missing_key", "does not fit this cell (KeyError: 'models'")
+def _(ctx: Ctx) -> list[str]:
+    _checkpoint_of_this_cell(ctx, completed_round=0)
+    return ctx.run()
+
+
+@case(
+    "checkpoint_fewer_client_models",
+    "(ValueError: it holds 1 client models, the cell has 4; written by another",
+)
+def _(ctx: Ctx) -> list[str]:
+    _checkpoint_of_this_cell(ctx, completed_round=0, models=[{}], optimizers=[])
+    return ctx.run()
+
+
+@case("absurd_model_size", "parameters for inputs (1, 28, 28): its 4 client copies and optimizer")
+def _(ctx: Ctx) -> list[str]:
+    model = {**ctx.spec["model"], "params": {**ctx.spec["model"]["params"], "hidden": 10**9}}
+    return ctx.run(spec=ctx.spec_with(model=model))
+
+
+@case("split_spec_lacks_partition", "--spec lacks partition, split")
+def _(ctx: Ctx) -> list[str]:
+    spec = json.dumps({"dataset": "mnist5k", "clients": 4})
+    out = str(ctx.out / "s.csv")
+    return [benchlib_exe(), "split", "--spec", spec, "--store", str(ctx.store), "--out", out]
+
+
+@case("report_collected_not_utf8", "is not a readable CSV (UnicodeDecodeError); delete it")
+def _(ctx: Ctx) -> list[str]:
+    (ctx.inp / "c.csv").write_bytes(b"\xff\xfe\x00 not a csv")
+    spec = json.dumps(ROBUSTNESS_SPEC)
+    return [
+        benchlib_exe(), "report", "--kind", "robustness_table", "--spec", spec,
+        "--collected", str(ctx.inp / "c.csv"), "--out", str(ctx.out / "t.tex"),
+    ]  # fmt: skip
+
+
+@case("selections_of_a_star_cell", "holds no peer selections of a P2P cell (KeyError")
+def _(ctx: Ctx) -> list[str]:
+    (ctx.inp / "m.json").write_text(json.dumps({"history": {"selections": []}}))
+    return [benchlib_exe(), "selections", str(ctx.inp / "m.json")]
+
+
+@case("prepare_pixel_beyond_a_byte", "contains pixel values that are not integers in 0..255")
+def _(ctx: Ctx) -> list[str]:
+    rows = [",".join(["0"] * 784 + ["3"]) for _ in range(20)]
+    rows[4] = ",".join(["300"] * 784 + ["3"])  # was clipped to 255 without a word
+    source = ctx.inp / "mnist.csv.gz"
+    source.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    params = {"source_file": str(source), "sha256": hashlib.sha256(source.read_bytes()).hexdigest()}
+    spec = {"dataset": "mnist5k", "source": "mnist5k", "params": params}
+    return [benchlib_exe(), "prepare", "--spec", json.dumps(spec), "--out", str(ctx.out / "st")]
+
+
+@case("run_negative_seed", "--spec seed is -1, not a non-negative integer")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.run(spec=ctx.spec_with(seed=-1))
+
+
+@case("run_spec_file_not_utf8", "is not UTF-8 JSON; regenerate it")
+def _(ctx: Ctx) -> list[str]:
+    (ctx.inp / "spec.json").write_bytes(b"\xff{")
+    return ctx.run(spec=f"@{ctx.inp / 'spec.json'}")
 
 
 @case("results_path_is_directory", "metrics.json is a directory; remove it")
@@ -578,3 +772,21 @@ def test_nonfinite_models_from_a_malfunction_are_survived_and_recorded(
     else:
         assert {entry["model"] for entry in nonfinite} <= {0, 1, 2, 3}
     assert metrics["history"]["schedule"][0] == {"0": "ana"}
+
+
+@pytest.mark.slow  # runs snakemake -n
+def test_config_flow_lists_on_the_command_line_keep_their_types(tmp_path):
+    """`--config experiments={smoke: {k: [0, 1]}}`: Snakemake reads the flow list's numbers as
+    strings; the workflow reads them as YAML would, so the grid has k = 0 and 1 only."""
+    argv = ops_snakemake_argv(
+        tmp_path,
+        REPO / "config" / "smoke.yaml",
+        "-n",
+        "--config",
+        "experiments={smoke: {k: [0, 1]}}",
+    )
+    result = subprocess.run(argv, env=tool_env(), cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout + result.stderr
+    assert re.search(r"run_cell\s+9\b", out), out[-2000:]  # 3 methods x (k0, sfa k1, ana k1)
+    assert "/k2/" not in out and "/k1/seed0" in out

@@ -7,11 +7,13 @@ import os
 import sys
 
 import benchlib.layout as layout
-from benchlib.config import Config, Cell, NO_MALFUNCTION
+from benchlib.config import Config, Cell, NO_MALFUNCTION, load_config_file
 from benchlib.data.registry import get_dataset
 from benchlib.errors import BenchlibError
 from benchlib.weights import weights_path, weights_url
 from benchlib.targets import report_names
+from benchlib.yaml_load import typed_scalars
+from snakemake.utils import update_config
 
 
 def load_validated_config(raw):
@@ -22,6 +24,18 @@ def load_validated_config(raw):
         sys.exit(1)
 
 
+# Snakemake read the --configfile itself (the last of two equal keys wins there): benchlib's
+# strict loader reads it again so that duplicate keys and alias bombs are refused here too.
+for _configfile in workflow.overwrite_configfiles or ():
+    try:
+        load_config_file(_configfile)
+    except BenchlibError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(1)
+# --config key={a: [0, 1]}: Snakemake leaves the scalars of a flow collection strings
+for _key, _value in (workflow.config_settings.config or {}).items():
+    if isinstance(_value, dict | list):
+        update_config(config, {_key: typed_scalars(_value)})
 CFG = load_validated_config(config)
 MALFUNCTIONS = sorted(
     {m for e in CFG.experiments.values() for m in e["malfunctions"]} | {NO_MALFUNCTION}

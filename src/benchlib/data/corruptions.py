@@ -498,6 +498,7 @@ _STORE_KEYS = {
     "files",
     "sizes",
     "corruption",
+    "manifest_sha256",
 }
 
 

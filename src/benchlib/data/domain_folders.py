@@ -26,6 +26,7 @@ from benchlib.data.download import (
     fetch_source_file,
     register_remote_files,
 )
+from benchlib.data.images import open_image as open_bounded
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
@@ -139,12 +140,11 @@ def build_domain_store(
 
 
 def _open_zip_member(archive: zipfile.ZipFile, path: Path) -> Callable[[str], Any]:
-    from PIL import Image
 
     def open_image(member: str) -> Any:
         try:
             with archive.open(member) as handle:
-                image = Image.open(handle)
+                image = open_bounded(handle, member)
                 image.load()
         except (zipfile.BadZipFile, OSError, EOFError) as exc:
             raise BenchlibError(
@@ -179,7 +179,6 @@ def prepare_from_zip(out_dir: Path, params: dict[str, Any], dataset: DomainDatas
 
 def prepare_from_folder(out_dir: Path, params: dict[str, Any], dataset: DomainDataset) -> None:
     """A local ``<domain>/<class>/<image>`` folder."""
-    from PIL import Image
 
     root = resolve_input_path(params["path"], f"{dataset.name}_local params.path")
     require(root.is_dir(), f"{dataset.name}_local params.path: {root} is not a folder")
@@ -189,7 +188,7 @@ def prepare_from_folder(out_dir: Path, params: dict[str, Any], dataset: DomainDa
 
     def open_image(member: str) -> Any:
         try:
-            image = Image.open(root / member)
+            image = open_bounded(root / member)
             image.load()
         except OSError as exc:
             raise BenchlibError(f"{root / member} is not a readable image ({exc})") from exc

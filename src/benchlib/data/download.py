@@ -37,6 +37,7 @@ DEFAULT_TIMEOUT_S = 60.0
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 PROGRESS_EVERY_S = 10.0  # off a terminal: seconds between a download's progress lines
+MAX_DOWNLOAD_BYTES = 200 * 1024**3  # the most an HTTP download of unknown size may write
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,10 @@ def fetch(
     folder.mkdir(parents=True, exist_ok=True)
     terminal = _on_terminal()
     if urlparse(remote.url).scheme.startswith("http"):
-        progress = True if terminal else LogProgress(remote.name)
-        downloader = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
+        progress = _terminal_bar() if terminal else LogProgress(remote.name)
+        limit = remote.size or MAX_DOWNLOAD_BYTES
+        bounded = BoundedProgress(progress, limit, remote.url, context, remote.url_param)
+        downloader = pooch.HTTPDownloader(progressbar=bounded, timeout=timeout)
     else:  # pooch's FTP downloader knows only its own tqdm bar
         downloader = pooch.FTPDownloader(progressbar=terminal, timeout=timeout)
     cache = pooch.create(
@@ -194,19 +197,28 @@ def fetch(
     pooch_log.setLevel(logging.WARNING)  # benchlib logs the download itself
     try:
         path = Path(cache.fetch(remote.name, downloader=downloader))
-    except ValueError as exc:
-        got = re.search(r"but got ([0-9a-fA-F]+)", str(exc))
-        expected = _known_hash(remote).replace(":", " ", 1)  # "sha256 <hex>" / "md5 <hex>"
-        raise BenchlibError(
-            f"checksum mismatch for {remote.url}: expected {expected}, got "
-            f"{got.group(1) if got else 'another value'}; the download is corrupt or truncated, "
-            f"or the file changed upstream: retry, or fix {context}.{remote.url_param} / "
-            f"{context}.{remote.sha256_param if remote.sha256 else remote.md5_param}"
-        ) from exc
+    # requests' InvalidURL, InvalidSchema, InvalidProxyURL and InvalidHeader are ValueErrors too:
+    # they are failed downloads, not checksum mismatches, so they are caught first
     except (requests.exceptions.RequestException, OSError) as exc:
         raise BenchlibError(
-            f"download of {remote.url} failed ({_one_line(exc)}); check the network or point "
-            f"{context}.{remote.url_param} at a reachable copy"
+            f"download of {remote.url} failed ({_one_line(exc)}); check the network, the proxy "
+            f"variables (http_proxy, https_proxy) or point {context}.{remote.url_param} at a "
+            "reachable copy"
+        ) from exc
+    except ValueError as exc:
+        got = re.search(r"but got ([0-9a-fA-F]+)", str(exc))
+        known = _known_hash(remote)
+        if known is None or got is None:
+            raise BenchlibError(
+                f"download of {remote.url} failed ({_one_line(exc)}); check "
+                f"{context}.{remote.url_param}"
+            ) from exc
+        expected = known.replace(":", " ", 1)  # "sha256 <hex>" / "md5 <hex>"
+        raise BenchlibError(
+            f"checksum mismatch for {remote.url}: expected {expected}, got {got.group(1)}; the "
+            "download is corrupt or truncated, or the file changed upstream: retry, or fix "
+            f"{context}.{remote.url_param} / "
+            f"{context}.{remote.sha256_param if remote.sha256 else remote.md5_param}"
         ) from exc
     finally:
         pooch_log.setLevel(level)
@@ -335,3 +347,57 @@ class LogProgress:
             seconds,
             _size(self.n / max(seconds, 1e-9)),
         )
+
+
+def _terminal_bar() -> Any:
+    """The tqdm bar pooch draws on a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(total=0, ncols=79, unit="B", unit_scale=True, leave=True)
+
+
+class BoundedProgress:
+    """A progress object that stops a download past ``limit`` bytes (the file's known size, or
+    :data:`MAX_DOWNLOAD_BYTES`), announced or received, and passes the counts on to ``inner``.
+
+    pooch counts each chunk as its full chunk size, so the bound allows one chunk of slack.
+    """
+
+    SLACK = 1 << 16
+
+    def __init__(self, inner: Any, limit: int, url: str, context: str, param: str) -> None:
+        self.inner, self.limit, self.url = inner, limit, url
+        self.where = f"{context}.{param}"
+        self.n = 0
+        self.done = False
+
+    def _refuse(self, count: int, verb: str) -> BenchlibError:
+        return BenchlibError(
+            f"{self.url} {verb} {count:,} bytes, more than the {self.limit:,} this file can "
+            f"have; it is not the expected file: fix {self.where}"
+        )
+
+    @property
+    def total(self) -> int:
+        return int(self.inner.total)
+
+    @total.setter
+    def total(self, total: int) -> None:
+        if total > self.limit:
+            raise self._refuse(total, "announces")
+        self.inner.total = total
+        self.n, self.done = 0, False
+
+    def update(self, count: int) -> None:
+        if not self.done:
+            self.n += count
+            if self.n > self.limit + self.SLACK:
+                raise self._refuse(self.n, "sent")
+        self.inner.update(count)
+
+    def reset(self) -> None:  # pooch fills the bar once the transfer is over
+        self.done = True
+        self.inner.reset()
+
+    def close(self) -> None:
+        self.inner.close()

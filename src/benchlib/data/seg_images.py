@@ -4,13 +4,13 @@ against its SHA256SUMS."""
 
 from __future__ import annotations
 
-import io
 import logging
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchlib.data.images import open_image
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
 from benchlib.params import Param
@@ -38,10 +38,10 @@ def image_size(params: dict[str, Any], source: str) -> int:
 
 def read_grey(source: Path | bytes, where: str) -> np.ndarray:
     """A greyscale uint8 ``[H, W]`` array from an image file (or its bytes)."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+        with open_image(source, where) as image:
             return np.asarray(image.convert("L"), dtype=np.uint8)
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise BenchlibError(

@@ -14,8 +14,10 @@ A store directory holds:
   and the sha256 and byte size of every store file.
 
 The sha256 of the store files is computed once, when the store is written; a cell checks that the
-files exist with the sizes the manifest records (cheap), and ``benchlib verify-store`` (or
-``load_store(verify="full")``) re-hashes everything. Nothing downstream knows where the data
+files exist with the sizes the manifest records, re-hashes index.csv (small; it holds the labels)
+and checks the store's layout (:mod:`benchlib.data.store_checks`: array headers, row counts,
+labels against the manifest), and ``benchlib verify-store`` (or ``load_store(verify="full")``)
+re-hashes everything and reads every array. Nothing downstream knows where the data
 came from.
 """
 
@@ -29,6 +31,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchlib.data.store_checks import (
+    MANIFEST_CHECKSUM,
+    check_contents,
+    check_layout,
+    check_manifest,
+    manifest_checksum,
+)
 from benchlib.errors import BenchlibError, require
 from benchlib.io import atomic_directory, sha256_file, write_json_atomic
 
@@ -154,6 +163,7 @@ def write_store(
             "sizes": {name: (tmp / name).stat().st_size for name in files},
             **(extra or {}),
         }
+        manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
 
 
@@ -173,39 +183,68 @@ def load_store(store_dir: str | Path, *, verify: str = "quick") -> PreparedData:
         f"(e.g. `snakemake {manifest_path}`) first",
     )
     try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as exc:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
         raise BenchlibError(
-            f"{manifest_path} is not valid JSON ({exc.msg}); delete {store_dir} and prepare again"
+            f"{manifest_path} is not valid JSON ({reason}); delete {store_dir} and prepare again"
         ) from exc
+    check_manifest(manifest, store_dir, ARRAYS)
     names = manifest.get("arrays", ["pixels"])
     sizes = manifest.get("sizes", {})
+    checksums = manifest.get("files", {})
     for file in [INDEX_FILE, *(ARRAYS[name][0] for name in names)]:
         path = store_dir / file
         require(path.is_file(), f"{path} is missing; delete {store_dir} and prepare again")
-        if verify == "quick" and file in sizes:
+        if verify == "none":
+            continue
+        if file in sizes:
             actual_size = path.stat().st_size
             require(
                 actual_size == sizes[file],
                 f"{path} has {actual_size} bytes but its manifest records {sizes[file]}; the "
                 f"store is corrupted or incomplete: delete {store_dir} and prepare again",
             )
-        elif verify != "none":
-            expected = manifest.get("files", {}).get(file)
+        # index.csv is small and holds the labels: it is hashed on every load
+        if verify == "full" or file == INDEX_FILE or file not in sizes:
+            require(
+                file in checksums,
+                f"{manifest_path} records neither the size nor the sha256 of {file}; delete "
+                f"{store_dir} and prepare again",
+            )
             actual = sha256_file(path)
             require(
-                actual == expected,
-                f"{path} does not match its manifest checksum (expected {expected}, got "
+                actual == checksums[file],
+                f"{path} does not match its manifest checksum (expected {checksums[file]}, got "
                 f"{actual}); the store is corrupted: delete {store_dir} and prepare again",
             )
-    index = pd.read_csv(
-        store_dir / INDEX_FILE,
-        dtype={"sample_id": str, "group": str, "source_split": str, "shard": str},
-        keep_default_na=False,
+    index = _read_index(store_dir / INDEX_FILE)
+    check_layout(
+        store_dir,
+        manifest,
+        index,
+        {name: ARRAYS[name][0] for name in ARRAYS},
+        {name: ARRAYS[name][1] for name in ARRAYS},
+        INDEX_COLUMNS,
     )
     # Memory-mapped: a cell reads only its clients' rows of a large store.
     arrays = {
         name: np.load(store_dir / ARRAYS[name][0], mmap_mode="r", allow_pickle=False)
         for name in names
     }
+    if verify == "full":
+        check_contents(store_dir, manifest, arrays)
     return PreparedData(index=index, arrays=arrays, manifest=manifest)
+
+
+def _read_index(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(
+            path,
+            dtype={"sample_id": str, "group": str, "source_split": str, "shard": str},
+            keep_default_na=False,
+        )
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise BenchlibError(
+            f"{path} is not a readable store index ({exc}); delete {path.parent} and prepare again"
+        ) from exc

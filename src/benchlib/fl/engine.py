@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from benchlib import __version__, cpu_kernels
-from benchlib.errors import require
+from benchlib.errors import BenchlibError, require
 from benchlib.fl.batching import batched_clients, proximal_rows
 from benchlib.fl.checkpoint import (
     clear_checkpoints,
@@ -246,6 +246,7 @@ class CellRun:
 
     # --------------------------------------------------------------------------- set-up
     def _build_models(self) -> None:
+        self._check_model_fits()
         init = self.spec.model["init"] or self.method.model_init
         seed_torch_global(self.seed, "init")
         initial = self._new_model()
@@ -261,6 +262,29 @@ class CellRun:
         self.scratch = copy.deepcopy(initial)
         self.global_vector = self.layout.flatten(initial).to(self.device)
         self._received = StackSpace()  # the star round's [n, d] received vectors
+
+    def _check_model_fits(self) -> None:
+        """Refuse a model whose client copies and optimizer states cannot fit in memory, before
+        anything is allocated (the model is built on the meta device: no memory, no RNG)."""
+        model_cfg = self.spec.model
+        try:
+            with torch.device("meta"):
+                probe = build_model(
+                    model_cfg["name"], self.num_outputs, self.input_shape, model_cfg["params"]
+                )
+        except Exception:  # a model that cannot be built on meta is checked by building it
+            return
+        count = sum(p.numel() for p in probe.parameters())
+        need = 4 * count * (3 * self.num_clients + 2)  # models + two optimizer states, float32
+        have = available_memory(self.device)
+        if have is not None and need > have:
+            raise BenchlibError(
+                f"model {model_cfg['name']} with params {model_cfg['params']} has {count:,} "
+                f"parameters for inputs {self.input_shape}: its {self.num_clients} client copies "
+                f"and optimizer states need about {need / 1024**3:,.1f} GiB, more than the "
+                f"{have / 1024**3:,.1f} GiB available; make the model smaller (datasets.<d>.model."
+                "params) or the inputs (the dataset's image size)"
+            )
 
     def _new_model(self) -> nn.Module:
         model_cfg = self.spec.model
@@ -443,6 +467,10 @@ class CellRun:
         }
 
     def restore(self, state: dict[str, Any]) -> None:
+        if len(state["models"]) != len(self.models):
+            raise ValueError(
+                f"it holds {len(state['models'])} client models, the cell has {len(self.models)}"
+            )
         for model, saved in zip(self.models, state["models"], strict=True):
             model.load_state_dict(saved)
         for optimizer, saved in zip(self.optimizers, state["optimizers"], strict=True):
@@ -472,6 +500,20 @@ class CellRun:
 
             result["predictions"] = saved_predictions(self.scoring, self.settings.save_predictions)
         return result
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes free for a cell's tensors: the GPU's free memory, or the host's MemAvailable."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _events(cell: CellRun, out_path: Path) -> Any:
@@ -528,7 +570,14 @@ def run_cell(
     if latest is not None:
         state = load_checkpoint(latest, cell.config_hash)
         if state is not None:
-            cell.restore(state)
+            try:
+                cell.restore(state)
+            except (KeyError, ValueError, TypeError, RuntimeError, AttributeError) as exc:
+                raise BenchlibError(
+                    f"checkpoint {latest} does not fit this cell ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else ''}; written by another benchlib "
+                    "version?); delete it to restart the cell from scratch"
+                ) from exc
             LOG.info("resuming from round %d (%s)", cell.start_round, latest)
     round_times = []
     events = _events(cell, out_path)
@@ -558,6 +607,17 @@ def run_cell(
             sum(val) / len(val) if val else float("nan"),
             eta_text(round_times, cell.rounds - round_index - 1),
         )
+        diverged = sorted(
+            {str(n["model"]) for n in cell.history.nonfinite if n["round"] == round_index}
+        )
+        if diverged:
+            LOG.warning(
+                "round %d/%d: non-finite (NaN/Inf) models: %s; the cell has diverged and its "
+                "results are marked as diverged in status and tables",
+                round_index + 1,
+                cell.rounds,
+                ", ".join(diverged),
+            )
     if events is not None:
         events.close()
     provenance = cell_provenance(cell.device, kernels, plugins_used(cell.spec))
@@ -582,6 +642,13 @@ def run_cell(
     clear_checkpoints(ckpt_dir)
     key = f"test_{cell.task.primary_metric}"
     values = [c[key] for c in metrics["clients"] if c[key] is not None]
+    if cell.history.nonfinite:
+        LOG.warning(
+            "diverged: %d non-finite models in %d of %d rounds (metrics.json history.nonfinite)",
+            len(cell.history.nonfinite),
+            len({n["round"] for n in cell.history.nonfinite}),
+            cell.rounds,
+        )
     LOG.info(
         "finished: mean test %s %.4f -> %s",
         cell.task.primary_metric,

@@ -5,7 +5,8 @@ the round's checkpoint is written). A line holds:
 
 - ``round`` (0-based, the index into metrics.json's history), ``rounds`` (the cell's total),
   ``seconds`` (the round's training, aggregation and validation time) and ``time`` (Unix time
-  when the line was written);
+  when the line was written); ``pid`` and ``host``: the process that runs the cell (``benchlib
+  status`` tells a dead cell from a running one by them);
 - ``clients`` (the federation's client ids) and ``val_<metric>`` (each one's primary validation
   metric, ``null`` when not finite), ``mean_val``;
 - the round's share of the method's history: ``selections`` and ``scores`` (P2P peer choices and
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -44,9 +46,9 @@ def progress_path(metrics_path: str | Path) -> Path:
 def read_progress(path: str | Path) -> list[dict[str, Any]]:
     """The complete lines of a progress file (none when it is missing; a torn last line, as a
     concurrent write may leave it, is skipped)."""
-    try:
-        text = Path(path).read_text()
-    except (FileNotFoundError, NotADirectoryError):
+    try:  # a damaged byte spoils only its line
+        text = Path(path).read_bytes().decode("utf-8", errors="replace")
+    except OSError:  # missing, a folder, unreadable: no progress to show
         return []
     entries = []
     for line in text.splitlines():
@@ -82,6 +84,8 @@ def round_entry(
         "rounds": cell.rounds,
         "seconds": seconds,
         "time": time.time(),
+        "pid": os.getpid(),
+        "host": platform.node(),
         "clients": list(cell.federation),
         f"val_{history.metric}": val,
         "mean_val": sum(finite) / len(finite) if finite else None,

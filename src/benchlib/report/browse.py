@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import layout
-from benchlib.config import parse_yaml
 from benchlib.report.base import Report, ReportConfig, experiment_title
+from benchlib.yaml_load import load_yaml_file
 
 PAPER_LABELS = {"lightyear": "LIGHTYEAR", "fedagain": "FedAgain", "tfl": "TFL"}
 _RUN_INPUT = re.compile(
@@ -26,7 +26,7 @@ def paper_index(paper_dir: str | Path) -> dict[str, str]:
     """Experiment and report ids of the paper grids (``config/paper/<paper>.yaml``) -> paper."""
     index: dict[str, str] = {}
     for path in sorted(Path(paper_dir).glob("*.yaml")):
-        raw = parse_yaml(path.read_text()) or {}
+        raw = load_yaml_file(path, "paper config") or {}
         label = PAPER_LABELS.get(path.stem, path.stem)
         for section in ("experiments", "reports"):
             for ident in raw.get(section) or {}:

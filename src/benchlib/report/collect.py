@@ -4,7 +4,9 @@ Columns: the cell and client fields, then one column per per-client test metric 
 ``test_<metric>`` key of the clients' entries, sorted), then ``class_counts`` where a cell
 recorded them (metrics.json ``class_counts``: per client the per-class true / predicted /
 correct counts of its test predictions, as compact JSON; from them the report computes macro
-scores of the pooled predictions), then the subset sizes.
+scores of the pooled predictions), then the subset sizes, then ``nonfinite`` where any cell
+diverged (the count of non-finite models in its metrics.json ``history.nonfinite``, 0 for the
+other cells): the tables mark those cells.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ID_COLUMNS = [
 ]
 SIZE_COLUMNS = ["n_train", "n_val", "n_test"]
 COUNTS_COLUMN = "class_counts"
+NONFINITE_COLUMN = "nonfinite"  # a diverged cell: how many non-finite models its history records
 METRIC_PREFIX = "test_"
 AXIS_PREFIX = "axis_"  # grid-axis values of a variant experiment's cells (benchlib.axes)
 
@@ -49,16 +52,28 @@ def metrics_rows(path: Path) -> list[dict]:
     """Rows of one metrics.json file."""
     require(path.is_file(), f"metrics file {path} not found; run its cell first")
     try:
-        metrics = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BenchlibError(f"{path} is not valid JSON; delete it and rerun its cell") from exc
+    require(
+        isinstance(metrics, dict)
+        and isinstance(metrics.get("cell"), dict)
+        and isinstance(metrics.get("clients"), list)
+        and all(isinstance(c, dict) and "client" in c for c in metrics["clients"]),
+        f"{path} is not a cell's metrics file (it lacks the cell or its clients); delete it and "
+        "rerun its cell",
+    )
     cell = metrics["cell"]
     counts = metrics.get(COUNTS_COLUMN) or {}
+    history = metrics.get("history")
+    nonfinite = history.get("nonfinite") if isinstance(history, dict) else None
     rows = []
     for client in metrics["clients"]:
         row = {**cell, **client}
         if str(client["client"]) in counts:
             row[COUNTS_COLUMN] = json.dumps(counts[str(client["client"])], separators=(",", ":"))
+        if nonfinite:
+            row[NONFINITE_COLUMN] = len(nonfinite)
         rows.append(row)
     return rows
 
@@ -72,8 +87,11 @@ def collect(paths: list[Path]) -> pd.DataFrame:
         *metric_columns(rows),
         *([COUNTS_COLUMN] if any(COUNTS_COLUMN in row for row in rows) else []),
         *SIZE_COLUMNS,
+        *([NONFINITE_COLUMN] if any(NONFINITE_COLUMN in row for row in rows) else []),
     ]
     frame = pd.DataFrame(rows, columns=columns)
+    if NONFINITE_COLUMN in frame:
+        frame[NONFINITE_COLUMN] = frame[NONFINITE_COLUMN].fillna(0).astype(int)
     return frame.sort_values(["experiment", "malfunction", "method_id", "k", "seed", "client"])
 
 

@@ -124,8 +124,35 @@ def summarise(
             "mean": grouped.mean(),
             "std": grouped.std(ddof=0),
             "clients": grouped.size(),
+            "diverged": diverged_cells(rows, ["method_id", "k"]),
         }
     ).reset_index()
+
+
+# A table value averaged over diverged cells (non-finite models) carries this mark and the
+# caption a note counting them: it must never read as an ordinary number.
+DIVERGED_MARK = "$^{\\dagger}$"
+
+
+def diverged_cells(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Per ``keys`` group: how many of its cells (seeds) diverged (collected ``nonfinite``)."""
+    if "nonfinite" not in rows:
+        return rows.groupby(keys).size().mul(0).rename("diverged")
+    cells = rows.assign(_diverged=rows["nonfinite"].fillna(0).astype(int) > 0)
+    cell_id = ["experiment", "malfunction", "method_id", "k", "seed"]
+    cells = cells.drop_duplicates([c for c in dict.fromkeys([*keys, *cell_id]) if c in cells])
+    return cells.groupby(keys)["_diverged"].sum().astype(int).rename("diverged")
+
+
+def diverged_note(count: int) -> str:
+    """The caption note (LaTeX) of a table with ``count`` diverged cells; empty for none."""
+    if count <= 0:
+        return ""
+    cells = "cell" if count == 1 else "cells"
+    return (
+        f"{DIVERGED_MARK} Includes {count} diverged {cells} (non-finite model weights during "
+        "training): not comparable with the other values."
+    )
 
 
 # JSON-schema properties of a report entry that shows one metric (see MetricDisplay.resolve)

@@ -233,3 +233,19 @@ def test_paper_tables_plan_their_grids_on_the_slurm_profile(tmp_path, table, cel
     assert f"mem_mb={source.PREPARE_RESOURCES['mem_mb']}," in job
     assert f"runtime={source.PREPARE_RESOURCES['runtime']}," in job
     assert not (tmp_path / "results").exists()
+
+
+def test_an_oversized_metadata_member_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """metadata.csv is read into memory: a member larger than the release's can be is refused
+    by its declared size (the bound is lowered here to the test archive's scale)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    build_archive(root / camelyon17.ARCHIVE)
+    monkeypatch.setattr(camelyon17, "METADATA_MAX_BYTES", 100)
+    with serve_directory(root) as (url, _):
+        params = params_for(url, root / camelyon17.ARCHIVE, tmp_path / "downloads")
+        with pytest.raises(
+            BenchlibError, match=r"metadata.csv declares [\d,]+ bytes, more than the 100"
+        ):
+            get_dataset("camelyon17").prepare(tmp_path / "store", params)
+    assert not (tmp_path / "store").exists()

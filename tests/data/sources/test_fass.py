@@ -235,3 +235,17 @@ def test_download_prepare_and_split_through_snakemake(www, tmp_path):
     split = pd.read_csv(work / "results/splits/us.csv", dtype={"group": str})
     assert sorted(split["sample_id"]) == sorted(truth)
     assert all(split.groupby("group")["client"].nunique() == 1)  # a patient on one client
+
+
+def test_a_nested_zip_bomb_is_refused_before_it_is_written(tmp_path):
+    """The only member of the archive is a "zip" that declares 1000x its compressed size:
+    it is refused before a byte of it reaches the disk."""
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    with zipfile.ZipFile(downloads / "fass.zip", "w", zipfile.ZIP_DEFLATED) as outer:
+        outer.writestr("Fetal Abdominal Structures.zip", b"\0" * (8 * 1024**2))
+    with pytest.raises(BenchlibError, match=r"declares 8,388,608 bytes from [\d,]+ compressed"):
+        prepare(
+            downloads, tmp_path / "store", "http://127.0.0.1:9/x", digest(downloads / "fass.zip")
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["downloads"]

@@ -32,12 +32,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchlib.data.archive_bounds import check_member_size
 from benchlib.data.download import (
     RemoteFile,
     download_params,
     fetch_source_file,
     register_remote_files,
 )
+from benchlib.data.images import open_image
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
@@ -105,10 +107,9 @@ def wilds_split(table: pd.DataFrame) -> pd.Series:
 
 
 def decode_patch(data: bytes, where: str) -> np.ndarray:
-    from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with open_image(data, where) as image:
             pixels = np.asarray(image.convert("RGB"))
     except OSError as exc:
         raise BenchlibError(f"{where} is not a readable PNG ({exc}); fetch it again") from exc
@@ -199,7 +200,13 @@ def _members(archive: Path):
         raise _corrupt(archive, exc) from exc
 
 
-def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path) -> bytes:
+# the most a member of the release can hold: metadata.csv is about 20 MB, a 96 px PNG patch 30 kB
+METADATA_MAX_BYTES = 256 * 1024**2
+PATCH_MAX_BYTES = 16 * 1024**2
+
+
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo, archive: Path, limit: int) -> bytes:
+    check_member_size(member.size, limit, f"{archive}:{member.name}")
     try:
         handle = tar.extractfile(member)
         assert handle is not None  # regular files always have a stream
@@ -217,7 +224,9 @@ def prepare_camelyon17(out_dir: Path, params: dict[str, Any]) -> None:
     for inner, member, tar in _members(archive):  # pass 1: metadata.csv (may come last)
         if inner == "metadata.csv":
             table = read_metadata(
-                io.BytesIO(_read(tar, member, archive)), f"{archive}:metadata.csv", expected
+                io.BytesIO(_read(tar, member, archive, METADATA_MAX_BYTES)),
+                f"{archive}:metadata.csv",
+                expected,
             )
             break
     if table is None:
@@ -227,7 +236,8 @@ def prepare_camelyon17(out_dir: Path, params: dict[str, Any]) -> None:
         patches = PatchArray(table, Path(tmp))
         for inner, member, tar in _members(archive):  # pass 2: the patches
             if inner.endswith(".png"):
-                patches.add(inner, _read(tar, member, archive), f"{archive}:{member.name}")
+                data = _read(tar, member, archive, PATCH_MAX_BYTES)
+                patches.add(inner, data, f"{archive}:{member.name}")
         patches.check_complete(str(archive), "delete the archive and download it again")
         patches.pixels.flush()
         digest = remote.sha256 or sha256_file(archive)

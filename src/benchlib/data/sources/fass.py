@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchlib.data.archive_bounds import copy_bounded
 from benchlib.data.download import (
     RemoteFile,
     download_params,
@@ -117,8 +117,9 @@ def _open_fass_zip(archive: Path, scratch: Path) -> zipfile.ZipFile:
     names = [n for n in bundle.namelist() if not n.endswith("/")]
     if len(names) == 1 and names[0].lower().endswith(".zip"):
         inner = scratch / "inner.zip"
-        with bundle, bundle.open(names[0]) as source, open(inner, "wb") as target:
-            shutil.copyfileobj(source, target, 1 << 20)
+        info = bundle.getinfo(names[0])
+        with bundle, bundle.open(info) as source:
+            copy_bounded(source, inner, info.file_size, info.compress_size, f"{archive}:{names[0]}")
         return zipfile.ZipFile(inner)
     return bundle
 

@@ -39,6 +39,7 @@ from benchlib.data.download import (
     fetch_source_file,
     register_remote_files,
 )
+from benchlib.data.images import open_image
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
@@ -161,11 +162,10 @@ class ZipImages:
         )
 
     def open(self, name: str) -> Any:
-        from PIL import Image
 
         try:
             with self.zip.open(self.members[name]) as handle:
-                image = Image.open(handle)
+                image = open_image(handle, name)
                 image.load()
         except (zipfile.BadZipFile, OSError, EOFError) as exc:
             raise self.corrupt(exc) from exc
@@ -180,10 +180,9 @@ class FolderImages:
         self.members = {p.stem: p for p in sorted(folder.glob("*.jpg"))}
 
     def open(self, name: str) -> Any:
-        from PIL import Image
 
         try:
-            image = Image.open(self.members[name])
+            image = open_image(self.members[name])
             image.load()
         except OSError as exc:
             raise BenchlibError(

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchlib.data.images import open_image
 from benchlib.data.patches import extract_patches
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
@@ -77,16 +78,14 @@ def list_images(root: Path, view: str) -> pd.DataFrame:
 
 
 def _read_rgb(path: str) -> np.ndarray:
-    from PIL import Image
 
-    with Image.open(path) as image:
+    with open_image(path) as image:
         return np.asarray(image.convert("RGB"))
 
 
 def _read_mask(path: str) -> np.ndarray:
-    from PIL import Image
 
-    with Image.open(path) as image:
+    with open_image(path) as image:
         return np.asarray(image.convert("L"))
 
 

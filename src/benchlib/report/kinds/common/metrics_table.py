@@ -87,7 +87,13 @@ class MetricsTable(ReportKind):
 
         from benchlib.io import write_text_atomic
         from benchlib.report.latex import render_template
-        from benchlib.report.stats import check_metric, summarise, table_rows
+        from benchlib.report.stats import (
+            DIVERGED_MARK,
+            check_metric,
+            diverged_note,
+            summarise,
+            table_rows,
+        )
 
         check_outputs(self, outputs)
         rows = table_rows(pd.read_csv(inputs[0]), spec["experiment"], spec["malfunction"])
@@ -95,13 +101,16 @@ class MetricsTable(ReportKind):
         require(not rows.empty, f"table {spec['name']}: no collected results at k={spec['k']}")
         displays = [MetricDisplay.resolve(metric) for metric in spec["metrics"]]
         body = []
+        diverged = 0
         for method_id, label in spec["methods"]:
             cells = []
             for display in displays:
                 check_metric(rows, display.metric, f"table {spec['name']}")
                 stats = summarise(rows[rows["method_id"] == method_id], metric=display.metric)
                 require(len(stats) == 1, f"table {spec['name']}: no results for {method_id}")
-                cells.append(display.mean_std(stats["mean"].iloc[0], stats["std"].iloc[0]))
+                cell = display.mean_std(stats["mean"].iloc[0], stats["std"].iloc[0])
+                cells.append(cell + (DIVERGED_MARK if stats["diverged"].iloc[0] else ""))
+            diverged += int(stats["diverged"].iloc[0])  # the method's cells, counted once
             body.append({"label": label, "cells": cells})
         columns = [{"label": d.label, "percent": d.percent} for d in displays]
         text = render_template(
@@ -115,5 +124,6 @@ class MetricsTable(ReportKind):
             num_clients=spec["clients"],
             columns=columns,
             rows=body,
+            diverged_note=diverged_note(diverged),
         )
         write_text_atomic(outputs[0], text)

@@ -123,6 +123,20 @@ def plot_robustness(
             for method, line in panel.sort_values("k").groupby("method", sort=False):
                 low, high = line["value"] - line["spread"], line["value"] + line["spread"]
                 ax.fill_between(line["k"], low, high, color=palette[method], alpha=0.15, lw=0)
+    if "diverged" not in frame:
+        frame = frame.assign(diverged=0)
+    for key, ax in grid.axes_dict.items():  # a diverged cell's point: a dagger beside it
+        experiment, malfunction = key if rows else (None, key)
+        panel = frame[(frame["malfunction"] == malfunction) & (frame["diverged"] > 0)]
+        if rows:
+            panel = panel[panel["experiment"] == experiment]
+        for point in panel.itertuples():
+            ax.annotate("\u2020", (point.k, point.value), color=palette[point.method], fontsize=11)
+    if (frame["diverged"] > 0).any():
+        grid.figure.text(
+            0.01, -0.04, f"\u2020 diverged (non-finite models) in {int(frame['diverged'].sum())} "
+            "cell(s): not comparable", fontsize=8,
+        )  # fmt: skip
     for ax in grid.axes.flat:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     grid.set_axis_labels("malfunctioning clients", display.axis_label)

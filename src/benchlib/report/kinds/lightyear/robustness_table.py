@@ -32,7 +32,13 @@ from benchlib.report.base import (
     spec_value,
 )
 from benchlib.report.statistics import TOO_FEW, Interval, is_lower_better
-from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
+from benchlib.report.stats import (
+    DIVERGED_MARK,
+    METRIC_PARAMS,
+    MetricDisplay,
+    diverged_note,
+    metric_display,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,6 +77,7 @@ def render_table(
         table_statistics(rows, display, statistics) if statistics is not None else ({}, {})
     )
     body = []
+    diverged = 0
     for method_id, label in methods:
         if not any((method_id, k) in stats.index for k in ks):
             LOG.warning("table %s: no results for method %s; row left out", name, method_id)
@@ -84,6 +91,9 @@ def render_table(
             cell = display.mean_std(
                 stats.at[(method_id, k), "mean"], stats.at[(method_id, k), "std"]
             )
+            if stats.at[(method_id, k), "diverged"]:
+                cell += DIVERGED_MARK
+                diverged += int(stats.at[(method_id, k), "diverged"])
             if statistics is not None:
                 cell += f" {{\\scriptsize {intervals.get((method_id, k), '')}}}"
             cells.append(cell)
@@ -105,6 +115,7 @@ def render_table(
         percent=display.percent,
         test_row=[tests.get(k, "-") for k in ks] if statistics is not None else [],
         statistics_note=_statistics_note(statistics, display) if statistics is not None else "",
+        diverged_note=diverged_note(diverged),
     )
 
 
