@@ -224,3 +224,18 @@ def test_bad_table2_entries_fail_at_config_load(change, message):
         raw["reports"]["tfl_table2"]["methods"] = ["fedavg"]
     with pytest.raises(BenchlibError, match=message):
         Config(raw)
+
+
+def test_a_diverged_cell_is_marked_never_a_plain_number(tmp_path):
+    """A seed whose models went non-finite puts a dagger on its entry and a note counting the
+    diverged cells in the caption."""
+    cells, inputs = write_cells(tmp_path)
+    spec = table2_spec(cells, best_round=False, transmissions={}, pooling="clients")
+    assert "dagger" not in render(spec, inputs, tmp_path)
+    diverged = tmp_path / "tfl" / "seed1" / "metrics.json"
+    metrics = json.loads(diverged.read_text())
+    metrics["history"]["nonfinite"] = [{"round": 2, "model": "global"}]
+    diverged.write_text(json.dumps(metrics))
+    text = render(spec, inputs, tmp_path)
+    assert r"OOF & 80.0 $\pm$ 10.0 & 64.0 $\pm$ 1.0 & 55.0 $\pm$ 5.0$^{\dagger}$ \\" in text
+    assert r"$^{\dagger}$ Includes 1 diverged cell (non-finite model weights" in text

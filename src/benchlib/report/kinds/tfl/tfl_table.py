@@ -47,7 +47,7 @@ from benchlib.report.base import (
     required_param,
 )
 from benchlib.report.kinds.tfl.runs import POOLINGS, SCOPES, cell_value, round_means
-from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
+from benchlib.report.stats import DIVERGED_MARK, METRIC_PATTERN, MetricDisplay, diverged_note
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
@@ -302,6 +302,16 @@ class TflTable(ReportKind):
                     found.append((local, json.loads(local.read_text())))
                 yield row, method_id, found
 
+    def diverged(self, spec: dict[str, Any], inputs: list[Path]) -> dict[tuple[str, str], int]:
+        """(row label, method id) -> how many of its cells (seeds) diverged: their models went
+        non-finite (``history.nonfinite`` of metrics.json)."""
+        return {
+            (row["label"], method_id): sum(
+                bool(metrics.get("history", {}).get("nonfinite")) for _, metrics in seeds
+            )
+            for row, method_id, seeds in self._metrics_of(spec, inputs)
+        }
+
     def values(self, spec: dict[str, Any], inputs: list[Path]) -> dict[tuple[str, str], list]:
         """(row label, method id) -> per-seed final values."""
         column = MetricDisplay.from_spec(spec).column
@@ -367,7 +377,8 @@ class TflTable(ReportKind):
             if found is not None
             else self.values(spec, inputs)
         )
-        cells = _Cells(spec, values, found)
+        diverged = self.diverged(spec, inputs)
+        cells = _Cells(spec, values, found, diverged)
         layout = _by_methods(spec, cells) if spec["columns"] == "methods" else _by_rows(spec, cells)
         sends = spec["transmissions"]
         text = render_template(
@@ -388,6 +399,7 @@ class TflTable(ReportKind):
             if best
             else [],
             columns=sum(h["span"] for h in layout["header"]),
+            diverged_note=diverged_note(sum(diverged.values())),
             **layout,
         )
         write_text_atomic(outputs[0], text)
@@ -407,8 +419,10 @@ class _Cells:
         spec: dict[str, Any],
         values: dict[tuple[str, str], list[float]],
         found: dict[tuple[str, str], dict] | None,
+        diverged: dict[tuple[str, str], int] | None = None,
     ) -> None:
         self.spec, self.values, self.found = spec, values, found
+        self.diverged = diverged or {}
         self.display = MetricDisplay.from_spec(spec)
         self.central = {m for m, _ in spec["centralized"]}
 
@@ -431,10 +445,11 @@ class _Cells:
         return f"{mean:.{d}f} $\\pm$ {scale(float(np.std(values))):.{d}f}"
 
     def ours(self, label: str, method_id: str) -> list[str]:
+        mark = DIVERGED_MARK if self.diverged.get((label, method_id)) else ""
         if self.found is None:
-            return [self.show(self.values[(label, method_id)])]
+            return [self.show(self.values[(label, method_id)]) + mark]
         entry = self.found[(label, method_id)]
-        shown = {"value": self.show(entry["values"]), "round": str(entry["round"] + 1)}
+        shown = {"value": self.show(entry["values"]) + mark, "round": str(entry["round"] + 1)}
         if entry["c_params"] is not None:
             shown["c_params"] = f"{entry['c_params']:.2f}"
         return [shown[s] for s in self.subcolumns(method_id)]
