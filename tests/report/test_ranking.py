@@ -235,3 +235,12 @@ def test_rank_methods_puts_it_together():
     assert ranking.p_values.shape == (3, 3)
     two = rank_methods(make_blocks(collected_rows(), ["a", "b"], "test_accuracy"), False)
     assert two.p_values is None and two.cd is None and two.aggregate is not None
+
+
+def test_diverged_cells_are_listed_per_method():
+    rows = collected_rows()
+    diverged = (rows["method_id"] == "b") & (rows["malfunction"] == "sfa") & (rows["k"] == 2)
+    rows = rows.assign(nonfinite=diverged.astype(int) * 3)
+    blocks = make_blocks(rows, ["a", "b", "c"], "test_accuracy")
+    assert blocks.diverged == {"b": ["sfa k=2 seed=0"]}
+    assert make_blocks(collected_rows(), ["a", "b", "c"], "test_accuracy").diverged == {}

@@ -57,6 +57,8 @@ class Blocks:
     clients: list[np.ndarray]
     methods_left_out: list[str] = field(default_factory=list)
     blocks_left_out: list[str] = field(default_factory=list)
+    # ranked blocks where a method's cell diverged (non-finite models): method -> block labels
+    diverged: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
@@ -110,7 +112,14 @@ def make_blocks(collected: pd.DataFrame, methods: list[str], column: str) -> Blo
     ]
     scores = complete.astype(float)
     scores.columns = pd.Index(present, name="method_id")
-    return Blocks(keys, scores, clients, methods_left_out, blocks_left_out)
+    diverged: dict[str, list[str]] = {}
+    if "nonfinite" in rows:
+        flagged = rows[rows["nonfinite"].fillna(0).astype(int) > 0]
+        for (*block, method), _ in flagged.groupby([*keys, "method_id"]):
+            if method in present and tuple(block) in complete.index:
+                label = block_label(keys, tuple(block), experiments)
+                diverged.setdefault(method, []).append(label)
+    return Blocks(keys, scores, clients, methods_left_out, blocks_left_out, diverged)
 
 
 # ------------------------------------------------------------------------------------- ranks

@@ -171,6 +171,20 @@ def test_a_missing_cell_is_listed_never_dropped_silently(tmp_path):
     assert outputs[1].stat().st_size > 0
 
 
+def test_a_diverged_cell_is_stated_in_the_figure_and_counted_in_the_numbers(tmp_path):
+    frame = collected()
+    diverged = (frame["method_id"] == "fedavg") & (frame["malfunction"] == "sfa")
+    frame = frame.assign(nonfinite=(diverged & (frame["k"] == 2)).astype(int))
+    numbers, _ = render(tmp_path, frame)
+    counts = dict(zip(numbers["method_id"], numbers["diverged_blocks"], strict=True))
+    assert counts == {"local": 0, "fedavg": 1, "lightyear": 0}
+    spec = config().reports["smoke_ranking"].spec
+    lines = caption_lines(spec, compute(spec, frame))
+    assert "\u2020 fedavg diverged (non-finite models) in 1 ranked block (sfa k=2 seed=0)" in (
+        " ".join(lines)
+    )
+
+
 def demo_mean_ranks(frame: pd.DataFrame) -> dict[str, float]:
     """Independently of the kind: per (malfunction, k, seed) cell, the methods' mean client
     accuracy ranked with pandas (highest = 1, ties averaged), averaged over the cells."""

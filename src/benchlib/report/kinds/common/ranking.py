@@ -103,6 +103,7 @@ def numbers_frame(spec: dict[str, Any], ranking: Ranking) -> pd.DataFrame:
             "iqm_high": display.scale(aggregate.high[method]) if aggregate else None,
             "blocks": len(blocks.scores),
             "blocks_left_out": len(blocks.blocks_left_out),
+            "diverged_blocks": len(blocks.diverged.get(method, [])),
             "friedman_statistic": test.statistic,
             "friedman_p": test.p_value,
             "posthoc": ranking.posthoc_test if ranking.p_values is not None else None,
@@ -162,6 +163,12 @@ def caption_lines(spec: dict[str, Any], ranking: Ranking) -> list[str]:
             f"percentile CI of a bootstrap stratified by block ({spec['resamples']} resamples "
             f"of each block's clients, seed {spec['seed']})"
             + ("; with fewer than 4 blocks the IQM is the plain mean." if n_blocks < 4 else ".")
+        )
+    for method, labels in blocks.diverged.items():
+        lines.append(
+            f"\u2020 {method} diverged (non-finite models) in {len(labels)} ranked "
+            f"block{'s' if len(labels) != 1 else ''} ({', '.join(labels[:3])}"
+            f"{', ...' if len(labels) > 3 else ''}): ranked by its measured values."
         )
     left = blocks.left_out
     lines += left[:SHOWN_LEFT_OUT]
