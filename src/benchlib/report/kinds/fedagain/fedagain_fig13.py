@@ -172,6 +172,23 @@ def with_weighted_note(spec: dict[str, Any], per_cell: pd.DataFrame) -> dict[str
     return {**spec, "statistic": spec["statistic"] + WEIGHTED_NOTE.format(cells=count)}
 
 
+def with_diverged_note(spec: dict[str, Any], collected: pd.DataFrame) -> dict[str, Any]:
+    """``spec`` with its statistic counting the figure's diverged cells (non-finite models,
+    collected ``nonfinite``): their values are drawn as measured, never as ordinary ones."""
+    if "nonfinite" not in collected:
+        return spec
+    methods = dict(tuple(m) for m in spec["methods"])
+    flagged = collected[
+        (collected["nonfinite"].fillna(0).astype(int) > 0) & collected["method_id"].isin(methods)
+    ].drop_duplicates(["experiment", "method_id", "seed"])
+    if flagged.empty:
+        return spec
+    which = ", ".join(sorted({methods[m] for m in flagged["method_id"]}))
+    cells = "cell" if len(flagged) == 1 else "cells"
+    note = f"; \u2020 includes {len(flagged)} diverged {cells} (non-finite models: {which})"
+    return {**spec, "statistic": spec["statistic"] + note}
+
+
 def add_caption(fig: Any, spec: dict[str, Any], y: float) -> None:
     """Write the spec's statistic (after its optional note) centred below the figure, at ``y``."""
     caption = f"Statistic: {spec['statistic']}."
@@ -301,6 +318,7 @@ class FedAgainFig13(ReportKind):
         collected = pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True)
         frame = summary_frame(spec, collected)
         spec = with_weighted_note(spec, pooled_metric(collected, spec["metric"]))
+        spec = with_diverged_note(spec, collected)
         plot_fig13(spec, frame, outputs[0], outputs[1])
 
 

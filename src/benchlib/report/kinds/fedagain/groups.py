@@ -45,6 +45,7 @@ from benchlib.report.kinds.fedagain.fedagain_fig13 import (
     LABEL_OF,
     add_caption,
     pooled_metric,
+    with_diverged_note,
     with_weighted_note,
 )
 
@@ -164,7 +165,7 @@ class FedAgainGroups(ReportKind):
         check_outputs(self, outputs)
         collected = pd.concat([pd.read_csv(p) for p in inputs], ignore_index=True)
         frame = group_values(spec, collected)
-        spec = with_weighted_note(spec, frame)
+        spec = with_diverged_note(with_weighted_note(spec, frame), collected)
         plot_groups(spec, frame, outputs[0], outputs[1], self.style)
 
 
