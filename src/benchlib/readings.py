@@ -165,10 +165,11 @@ declare_reading(
             "steps; neither paper gives gamma for these datasets."
         ),
         quotes=(
-            'TFL Algorithm 1: "lambda^(t+1) = Pi_Lambda(lambda^t + eta_lambda^t ...)", '
-            "learning rate eta_lambda^t with no value given",
-            'DRFA (Deng et al. 2020), Algorithm 1: "lambda^(s+1) = Pi_Lambda(lambda^(s) + '
-            'tau gamma v)", gamma a step size left to the experiments',
+            "TFL Sec. 3.3: lambda^(t+1) = P_Delta(lambda^t + eta_lambda^t grad_lambda F), "
+            '"where eta^t is the step size"; Algorithm 1\'s input: "learning rate eta_theta and '
+            'eta_lambda"; no value is given',
+            "DRFA (Deng et al. 2020), Algorithm 1: lambda^(s+1) = P_Lambda(lambda^(s) + "
+            "tau gamma v); gamma is a step size its experiments tune",
         ),
         alternatives=(
             _gamma(0.1, "FedTorch's default (the DRFA authors' code) for 1-10 local steps"),
@@ -195,10 +196,11 @@ declare_reading(
             "Sec. 3.2, or networkx's normalised form (the authors' code is not public)."
         ),
         quotes=(
-            'Sec. 3.2: betweenness "c_k = sum_{s != k != t} sigma_st(k) / sigma_st", then '
-            '"p = softmax(c)"; no normalisation is stated',
-            "Table 10 ablates the centrality (degree, closeness, eigenvector, PageRank, current "
-            "flow, betweenness) and states no scaling for any",
+            'Sec. 3.2: "The betweenness centrality of client k is given by the expression of '
+            'c_k = sum_{s != k != t} sigma_st(k) / sigma_st"; "Then we apply softmax to '
+            'normalize client centrality c_k to obtain client topological prior"',
+            "Table 10 compares betweenness, degree, closeness, eigenvector and current flow "
+            "and states no scaling for any",
         ),
         alternatives=(
             Alternative(
@@ -229,8 +231,9 @@ declare_reading(
         paper="TFL (and DRFA)",
         question="The start lambda^(0) of the client weights of TFL's and DRFA's dual update.",
         quotes=(
-            'TFL Algorithm 1 takes "initial lambda^(0)" as an input and states no value',
-            "DRFA's paper does not state it either",
+            'TFL Algorithm 1\'s input: "initial lambda^(0)"; no value is given',
+            'Figure 6: "Uniformly initializing client topology before topology learning" '
+            "(the graph, not lambda)",
         ),
         alternatives=(
             Alternative(
@@ -307,8 +310,11 @@ declare_reading(
             "validation) or the training data only."
         ),
         quotes=(
-            'Sec. 5.3: the corrupted clients\' "local data" is corrupted; test data stays clean',
-            "Eq. 7 measures the benchmark error E_k on the client's validation data",
+            'Sec. 5.3: "Corruption was applied only to the training data of affected clients, '
+            'while the global model was always evaluated on clean test sets"',
+            "Eq. 7 / Algorithm 2: the benchmark error E_k is the global model's loss on the "
+            'client\'s "local validation data"; Sec. 3.3: it "reflects the representativeness '
+            'and quality of the client data"',
         ),
         alternatives=(
             Alternative(
@@ -323,7 +329,11 @@ declare_reading(
             ),
         ),
         default="local_data",
-        why="Sec. 5.3 corrupts a client's local data, and its validation data is local data",
+        why=(
+            "Sec. 5.3's sentence contrasts the clients' data with the clean test sets and does "
+            "not mention validation; E_k, measured on the validation data, is meant to reflect "
+            "the quality of the client's data, which it can only do if that data is corrupted"
+        ),
         affects="FedAgain Tables 1-3 and Figures 3-5 (every corrupted cell)",
     )
 )
@@ -335,7 +345,7 @@ declare_reading(
         question="How many corruption types a corrupted image is drawn from: 19 or 16.",
         quotes=(
             'Sec. 5.3: "The corruption types spanned 16 categories across four families"',
-            "Table 3 lists 19 types (noise 4, blur 5, weather 3, digital 7)",
+            "Table 3 lists 19 types (noise 4, blur 5, weather 3, digital 7), imagecorruptions' 19",
         ),
         alternatives=(
             Alternative(
