@@ -117,9 +117,7 @@ def test_methods_a_reading_does_not_concern_are_run_once():
     # a variant's table reads the shared cells
     variant = "smoke__reading_dual_step_gamma0p01__reading_prior_normalised"
     assert Cell("smoke", "none", "fedavg", 0, 1) in config.cells(variant)
-    assert Cell("smoke__reading_dual_step_gamma0p01", "none", "drfa", 0, 1) in config.cells(
-        variant
-    )
+    assert Cell("smoke__reading_dual_step_gamma0p01", "none", "drfa", 0, 1) in config.cells(variant)
 
 
 def test_a_reading_sets_the_parameters_of_every_method_id_of_its_method():
@@ -180,7 +178,8 @@ def test_a_dataset_reading_gives_the_variant_its_own_dataset_entry():
 def test_the_tpt48_config_sweeps_table4_readings_without_duplicating_baselines():
     config = load_config(REPO / "config" / "tfl_tpt48.yaml")
     cells = {c for e in config.experiments for c in config.cells(e)}
-    count = {m: sum(c.method == m for c in cells) for m in ("fedavg", "fedprox", "erm", "drfa", "tfl")}
+    methods = ("fedavg", "fedprox", "erm", "drfa", "tfl")
+    count = {m: sum(c.method == m for c in cells) for m in methods}
     # 2 experiments x 3 seeds; DRFA per dual step (3), TFL per combination (6)
     assert count == {"fedavg": 6, "fedprox": 6, "erm": 6, "drfa": 18, "tfl": 36}
     assert config.reports["tfl_table4_readings"].targets[0] == "reports/tfl_table4_readings.md"
@@ -211,8 +210,10 @@ def test_a_plugin_reading_is_one_declaration():
         paper="TFL",
         question="q?",
         quotes=("none",),
-        alternatives=(Alternative("q0", "-", methods={"tfl": {"q": 0.0}}),
-                      Alternative("q01", "-", methods={"tfl": {"q": 0.1}})),  # fmt: skip
+        alternatives=(
+            Alternative("q0", "-", methods={"tfl": {"q": 0.0}}),
+            Alternative("q01", "-", methods={"tfl": {"q": 0.1}}),
+        ),
         default="q01",
         why="-",
         affects="-",
