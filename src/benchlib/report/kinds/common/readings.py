@@ -245,9 +245,10 @@ def markdown(spec: dict[str, Any], results: list[dict[str, Any]], figure: str) -
     ]
     for name in swept:
         reading = READINGS.get(name)
-        alternatives = sorted({r["readings"][name] for r in results})
+        run = {r["readings"][name] for r in results}
+        alternatives = [a.name for a in reading.alternatives if a.name in run]
         lines.append(
-            f"- `{name}` ({reading.paper}): {reading.question} Alternatives run: "
+            f"- `{name}`, {reading.paper}: {reading.question} Alternatives run: "
             f"{', '.join(f'`{a}`' for a in alternatives)}; default `{reading.default}`."
         )
     seeds = ", ".join(map(str, spec["seeds_read"]))
@@ -340,7 +341,8 @@ def _order_lines(results: list[dict[str, Any]]) -> list[str]:
     ]
     for result in results:
         for row in result["tests"].itertuples():
-            p_text = _num(row.p_value, 3) if row.p_value is not None else row.note
+            p_text = row.note if row.p_value is None or row.p_value != row.p_value else None
+            p_text = p_text or _num(row.p_value, 3)
             lines.append(
                 f"| {result['label']} | {row.source} | {row.column} | {row.metric} | "
                 f"{row.better} > {row.worse} | {_num(row.gap, _digits(row.metric))} | "
