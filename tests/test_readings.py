@@ -44,10 +44,13 @@ def test_the_project_readings_are_declared():
     assert METHODS.get("drfa").params["gamma"].default == 0.1
     assert METHODS.get("tfl").params["lr_lambda"].default == 0.1
     assert METHODS.get("tfl").params["normalized_betweenness"].default is False
-    # the size-proportional lambda start is not implemented: named, not offered
+    # lambda's start: uniform (the methods' default, no setting) or the DRFA authors' sizes
     start = READINGS.get("lambda_start")
-    assert [a.name for a in start.alternatives] == ["uniform"]
-    assert "size-proportional" in start.not_offered[0]
+    assert [(a.name, a.methods) for a in start.alternatives] == [
+        ("uniform", {}),
+        ("sizes", {"drfa": {"lambda_start": "sizes"}, "tfl": {"lambda_start": "sizes"}}),
+    ]
+    assert READINGS.get("corruption_types").not_offered  # 16 types: named, not offered
 
 
 @pytest.mark.parametrize(

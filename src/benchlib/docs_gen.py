@@ -188,7 +188,7 @@ def _settings_text(alternative) -> str:
     parts += [
         f"dataset `{key}`: `{json.dumps(value)}`" for key, value in alternative.dataset.items()
     ]
-    return "; ".join(parts) or "none (the code's only behaviour)"
+    return "; ".join(parts) or "none: the code's default"
 
 
 def readings() -> str:

@@ -236,22 +236,21 @@ declare_reading(
             "(the graph, not lambda)",
         ),
         alternatives=(
+            Alternative("uniform", "1/N per federation client (the methods' default)"),
             Alternative(
-                "uniform",
-                "1/N per federation client (the only start implemented)",
+                "sizes",
+                "proportional to the clients' training-set sizes, n_i / n (the DRFA authors' code)",
+                methods={"drfa": {"lambda_start": "sizes"}, "tfl": {"lambda_start": "sizes"}},
             ),
         ),
         default="uniform",
         why=(
-            "neither paper states a start; uniform is the neutral one. It is not the DRFA "
-            "authors' start, and clients differ in size on PACS (334-786 images per client), "
-            "eICU, CIFAR Dir(0.1) and FeTS"
+            "neither paper states a start; uniform is the neutral one, and TFL's prior starts "
+            "uniform too. It is not the DRFA authors' start; the two differ wherever clients "
+            "differ in size: PACS (334-786 images per client), eICU, CIFAR Dir(0.1) and FeTS "
+            "(TPT-48's states have equal numbers of windows)"
         ),
         affects=_TFL_TABLES,
-        not_offered=(
-            "size-proportional (the DRFA authors' code: lambda_i = n_i / n): a method does not "
-            "receive the clients' training-set sizes before round 0, so it is not implemented",
-        ),
     )
 )
 
