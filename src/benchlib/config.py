@@ -357,7 +357,7 @@ class Config:
         for name, exp in self.experiments.items():
             exp["method_params"] = {
                 method_id: self._method_params(method_id, given)
-                for method_id, given in exp.get("method_settings", {}).items()
+                for method_id, given in exp["method_settings"].items()
             }
             declared = self.raw["experiments"][exp["base"]]["methods"]
             require(
@@ -439,7 +439,7 @@ class Config:
             for method in exp["methods"]:
                 for k in exp["k"]:
                     for seed in exp["seeds"]:
-                        home = exp.get("cell_experiments", {}).get(method, experiment)
+                        home = exp["cell_experiments"].get(method, experiment)
                         found.add(Cell(home, NO_MALFUNCTION if k == 0 else mal, method, k, seed))
         return sorted(found, key=lambda c: (c.malfunction, c.method, c.k, c.seed))
 
@@ -520,6 +520,11 @@ def experiment_entry(name: str, entry: dict[str, Any], implemented: set[str]) ->
         **copy.deepcopy(entry),
         "base": name,
         "axes_values": {},
+        # set by reading axes (Config._reading_cells): method id -> parameters the readings set,
+        # method id -> the variant whose cells it shares, reading -> alternative
+        "method_settings": {},
+        "cell_experiments": {},
+        "readings": {},
     }
     filled["methods"] = [m for m in filled["methods"] if m in implemented]
     return filled

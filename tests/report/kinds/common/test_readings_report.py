@@ -44,7 +44,7 @@ def write_cells(config, spec: dict, folder: Path) -> list[Path]:
     for combo in spec["combinations"]:
         for column in combo["columns"]:
             for entry in column["files"]:
-                readings = config.experiments[entry["experiment"]].get("readings", {})
+                readings = config.experiments[entry["experiment"]]["readings"]
                 value = mse(entry["method"], readings, entry["seed"])
                 path = folder / entry["path"]
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -64,7 +64,7 @@ def combinations(config: ReportConfig, base: str) -> list[tuple[str, dict[str, s
     found = [
         (name, dict(exp["readings"]))
         for name, exp in config.experiments.items()
-        if exp["base"] == base and exp.get("readings")
+        if exp["base"] == base and exp["readings"]
     ]
     require(
         bool(found),
