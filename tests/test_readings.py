@@ -44,10 +44,11 @@ def test_the_project_readings_are_declared():
     assert METHODS.get("drfa").params["gamma"].default == 0.1
     assert METHODS.get("tfl").params["lr_lambda"].default == 0.1
     assert METHODS.get("tfl").params["normalized_betweenness"].default is False
-    # lambda's start: uniform (the methods' default, no setting) or the DRFA authors' sizes
+    # lambda's start: uniform (the methods' default) or the DRFA authors' sizes
     start = READINGS.get("lambda_start")
+    assert METHODS.get("tfl").params["lambda_start"].default == "uniform"
     assert [(a.name, a.methods) for a in start.alternatives] == [
-        ("uniform", {}),
+        ("uniform", {"drfa": {"lambda_start": "uniform"}, "tfl": {"lambda_start": "uniform"}}),
         ("sizes", {"drfa": {"lambda_start": "sizes"}, "tfl": {"lambda_start": "sizes"}}),
     ]
     assert READINGS.get("corruption_types").not_offered  # 16 types: named, not offered

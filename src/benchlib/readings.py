@@ -236,7 +236,11 @@ declare_reading(
             "(the graph, not lambda)",
         ),
         alternatives=(
-            Alternative("uniform", "1/N per federation client (the methods' default)"),
+            Alternative(
+                "uniform",
+                "1/N per federation client",
+                methods={"drfa": {"lambda_start": "uniform"}, "tfl": {"lambda_start": "uniform"}},
+            ),
             Alternative(
                 "sizes",
                 "proportional to the clients' training-set sizes, n_i / n (the DRFA authors' code)",

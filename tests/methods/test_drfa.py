@@ -201,7 +201,7 @@ def test_drfa_non_finite_loss_takes_the_largest_finite_loss():
 @pytest.mark.parametrize("name", ["drfa", "tfl"])
 def test_lambda_starts_uniform_or_proportional_to_the_training_sizes(name):
     """``lambda_start: sizes`` (the DRFA authors' start): n_i / n over the federation clients
-    the engine names (held-out client 1 left out); absent or ``uniform``: 1/N."""
+    the engine names (held-out client 1 left out); ``uniform`` (the default): 1/N."""
     sizes = {0: 10, 1: 500, 2: 30, 3: 60}
     for params, expected in (
         ({}, [1 / 3] * 3),

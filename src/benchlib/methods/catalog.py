@@ -37,11 +37,11 @@ WEIGHTING = Param(
 # shared by DRFA and TFL (the same dual step and client sampling)
 LAMBDA_FLOOR = Param(UNIT, 0.001, "lambda entries below it are raised to it")
 CLIENTS_PER_ROUND = Param(COUNT, 0, "clients sampled per round; 0 = all")
-# absent = uniform: left out of the cell spec unless given (the specs of earlier runs stay valid)
 LAMBDA_START = Param(
     {"enum": ["uniform", "sizes"]},
-    description="lambda^(0): uniform (absent too), 1/N per federation client, or sizes, "
-    "proportional to their training-set sizes (the DRFA authors' code)",
+    "uniform",
+    "lambda^(0): 1/N per federation client, or proportional to their training-set sizes (the "
+    "DRFA authors' code)",
 )
 
 
