@@ -230,3 +230,10 @@ def test_a_plugin_reading_is_one_declaration():
         assert spec["method_params"]["q"] == 0.0
     finally:
         READINGS._entries.pop("test_q")
+
+
+def test_check_config_counts_shared_cells_once(capsys):
+    from benchlib.cli import main
+
+    main(["check-config", str(REPO / "config" / "tfl_tpt48.yaml")])
+    assert capsys.readouterr().out.strip().endswith("valid; 12 experiments, 72 cells")

@@ -212,7 +212,11 @@ def cmd_check_config(args: argparse.Namespace) -> None:
     config = load_config(args.config)
     for entry in config.methods.values():  # the full check: build every method
         build_method(entry["method"], dict(entry["params"]))
-    cells = sum(len(config.cells(e)) for e in config.experiments)
+    for exp in config.experiments.values():  # and with the parameters its readings set
+        for method_id, params in exp["method_params"].items():
+            build_method(config.methods[method_id]["method"], dict(params))
+    # reading variants share the cells of the methods a reading does not concern
+    cells = len({cell for e in config.experiments for cell in config.cells(e)})
     print(f"{args.config}: valid; {len(config.experiments)} experiments, {cells} cells")
     for method_id, reason in sorted(config.skipped_methods.items()):
         print(f"  not implemented, left out: {method_id} ({reason})")
