@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 
 import pytest
 import yaml
@@ -237,3 +238,24 @@ def test_check_config_counts_shared_cells_once(capsys):
 
     main(["check-config", str(REPO / "config" / "tfl_tpt48.yaml")])
     assert capsys.readouterr().out.strip().endswith("valid; 12 experiments, 72 cells")
+
+
+def test_a_variants_collected_results_list_its_shared_cells_under_its_name(tmp_path):
+    """FedAvg's cell of ``smoke`` is shared by the variant at gamma 0.01; the variant's collected
+    CSV (its tables read it by experiment name) lists it under the variant's name."""
+    from benchlib.report.collect import collect
+
+    paths = []
+    for experiment, method in (("smoke", "fedavg"), ("smoke__reading_dual_step_gamma0p01", "drfa")):
+        cell = {"experiment": experiment, "dataset": "mnist5k", "malfunction": "none"}
+        cell |= {"method_id": method, "method": method, "k": 0, "seed": 0}
+        path = tmp_path / experiment / "metrics.json"
+        path.parent.mkdir()
+        clients = [{"client": 0, "malicious": False, "test_accuracy": 0.5}]
+        path.write_text(json.dumps({"cell": cell, "clients": clients}))
+        paths.append(path)
+    variant = "smoke__reading_dual_step_gamma0p01"
+    assert set(collect(paths)["experiment"]) == {"smoke", variant}
+    assert set(collect(paths, variant)["experiment"]) == {variant}
+    rule = (REPO / "workflow" / "rules" / "report.smk").read_text()
+    assert rule.count("benchlib collect --experiment {wildcards.experiment} ") == 2

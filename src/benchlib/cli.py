@@ -166,7 +166,7 @@ def cmd_collect(args: argparse.Namespace) -> None:
     from benchlib.report.collect import write_collected
 
     check_output_file(Path(args.out))
-    frame = write_collected([Path(p) for p in args.metrics], Path(args.out))
+    frame = write_collected([Path(p) for p in args.metrics], Path(args.out), args.experiment)
     LOG.info(
         "collected %d client results from %d cells -> %s", len(frame), len(args.metrics), args.out
     )
@@ -381,6 +381,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("collect", cmd_collect, "gather metrics.json files into a tidy CSV")
     p.add_argument("--out", required=True, help="tidy CSV to write (one row per cell x client)")
+    p.add_argument(
+        "--experiment",
+        default=None,
+        help="list every row under this experiment (a reading variant's shared cells)",
+    )
     p.add_argument("metrics", nargs="+", help="metrics.json files of the cells")
 
     p = add("report", cmd_report, "render one table or figure (a report kind) from its spec")
