@@ -158,6 +158,8 @@ CONFIG_FALLBACKS = {
         "declared unset: absent means the stored side equals the preprocessing side",
     ("axes.py", "section.get(malfunction, {})"):
         "merges a grid axis value into a malfunction section the file may not have",
+    ("config.py", "exp['cell_experiments'].get(method, experiment)"):
+        "only reading axes share cells: a method without an entry runs in its own experiment",
 }
 # fmt: on
 

@@ -15,7 +15,12 @@ Axes:
 - ``held_out``: the clients that never train (a list of client ids; leave-one-domain-out);
 - ``corruption``: FedAgain's corrupted clients (a scenario name or ``{ratio, severity}``; same
   split, the cell reads a corrupted copy of the store);
-- ``<malfunction>.<parameter>``: a malfunction parameter (e.g. ``ana.scale``).
+- ``<malfunction>.<parameter>``: a malfunction parameter (e.g. ``ana.scale``);
+- ``reading.<name>``: a declared reading's alternatives (:mod:`benchlib.readings`). A reading
+  sets method parameters and/or dataset settings. The reading's default alternative is left out of
+  the variant's name, and a method that no swept reading concerns is not run again per reading:
+  its cells are those of the variant with the readings it does not depend on at their defaults
+  (so every reading axis must list its default).
 
 Adding an axis = one :func:`register_axis` entry here.
 """
@@ -31,9 +36,11 @@ from typing import Any
 
 from benchlib.errors import BenchlibError, require
 from benchlib.fl.malfunction_catalog import MALFUNCTIONS
+from benchlib.readings import READINGS, Reading, apply_dataset_settings
 from benchlib.registry import Registry
 
 SEPARATOR = "__"
+READING_PREFIX = "reading."
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,7 @@ class Axis:
     apply: Callable[[dict[str, Any], Any], None]
     data: bool
     description: str = ""
+    reading: Reading | None = None  # a ``reading.<name>`` axis: the reading it sweeps
 
 
 AXES: Registry[Axis] = Registry("grid axis")
@@ -113,15 +121,31 @@ def _malfunction_param(name: str) -> Axis | None:
     return None
 
 
+def _reading_axis(name: str) -> Axis | None:
+    """``reading.<name>`` axes, for every declared reading: a value is an alternative's name."""
+    if not name.startswith(READING_PREFIX):
+        return None
+    reading = READINGS.get(name.removeprefix(READING_PREFIX))
+
+    def apply(dataset: dict[str, Any], value: Any) -> None:
+        alternative = reading.alternative(value)
+        if value != reading.default:  # at the default, the dataset's own settings stand
+            apply_dataset_settings(dataset, alternative)
+
+    return Axis(apply, data=False, description=reading.question, reading=reading)
+
+
 def get_axis(name: str) -> Axis:
-    """The axis ``name`` (a registered axis or a malfunction parameter)."""
-    found = _malfunction_param(name)
+    """The axis ``name`` (a registered axis, a malfunction parameter or a reading)."""
+    found = _malfunction_param(name) or _reading_axis(name)
     if found is not None:
         return found
     if name not in AXES:
         params = [f"{m}.{p}" for m, spec in MALFUNCTIONS.items() for p in spec.params]
+        readings = [f"{READING_PREFIX}{r}" for r in READINGS.names()]
         raise BenchlibError(
-            f"unknown grid axis {name!r}; choose one of: {', '.join(AXES.names() + params)}"
+            f"unknown grid axis {name!r}; choose one of: "
+            f"{', '.join(AXES.names() + params + readings)}"
         )
     return AXES.get(name)
 
@@ -143,20 +167,40 @@ def variants(axes: dict[str, list[Any]]) -> list[tuple[str, dict[str, Any]]]:
     """(name suffix, {axis: value}) for every combination of the axes' values, in order."""
     names = list(axes)
     for name in names:
-        get_axis(name)
+        reading = get_axis(name).reading
         require(bool(axes[name]), f"grid axis {name} has no values")
+        if reading is not None:
+            for value in axes[name]:
+                reading.alternative(value)
+            require(
+                reading.default in axes[name],
+                f"grid axis {name} must list the reading's default {reading.default!r} (the "
+                "cells of the methods it does not concern are those of the default)",
+            )
     result = []
     for values in itertools.product(*(axes[name] for name in names)):
         chosen = dict(zip(names, values, strict=True))
-        suffix = SEPARATOR.join(
-            f"{name.replace('.', '_')}_{value_label(value)}" for name, value in chosen.items()
-        )
-        result.append((suffix, chosen))
+        result.append((variant_suffix(chosen), chosen))
     require(
         len({suffix for suffix, _ in result}) == len(result),
         f"grid axes {names}: two values have the same label; make them distinct",
     )
     return result
+
+
+def variant_suffix(chosen: dict[str, Any]) -> str:
+    """The name suffix of one combination of axis values (a reading's default left out)."""
+    return SEPARATOR.join(
+        f"{name.replace('.', '_')}_{value_label(value)}"
+        for name, value in chosen.items()
+        if not is_default_reading(name, value)
+    )
+
+
+def is_default_reading(name: str, value: Any) -> bool:
+    """Whether axis ``name`` is a reading and ``value`` its default alternative."""
+    reading = get_axis(name).reading
+    return reading is not None and value == reading.default
 
 
 def apply_axes(dataset: dict[str, Any], chosen: dict[str, Any]) -> dict[str, Any]:

@@ -178,7 +178,7 @@ def cmd_collect(args: argparse.Namespace) -> None:
     from benchlib.report.collect import write_collected
 
     check_output_file(Path(args.out))
-    frame = write_collected([Path(p) for p in args.metrics], Path(args.out))
+    frame = write_collected([Path(p) for p in args.metrics], Path(args.out), args.experiment)
     LOG.info(
         "collected %d client results from %d cells -> %s", len(frame), len(args.metrics), args.out
     )
@@ -233,8 +233,12 @@ def cmd_check_config(args: argparse.Namespace) -> None:
     config = load_config(args.config)
     for entry in config.methods.values():  # the full check: build every method
         build_method(entry["method"], dict(entry["params"]))
+    for exp in config.experiments.values():  # and with the parameters its readings set
+        for method_id, params in exp["method_params"].items():
+            build_method(config.methods[method_id]["method"], dict(params))
+    # reading variants share the cells of the methods a reading does not concern
+    cells = len({cell for e in config.experiments for cell in config.cells(e)})
     check_model_sizes(config.datasets)  # and count every model's parameters
-    cells = sum(len(config.cells(e)) for e in config.experiments)
     print(f"{args.config}: valid; {len(config.experiments)} experiments, {cells} cells")
     for method_id, reason in sorted(config.skipped_methods.items()):
         print(f"  not implemented, left out: {method_id} ({reason})")
@@ -409,6 +413,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("collect", cmd_collect, "gather metrics.json files into a tidy CSV")
     p.add_argument("--out", required=True, help="tidy CSV to write (one row per cell x client)")
+    p.add_argument(
+        "--experiment",
+        default=None,
+        help="list every row under this experiment (a reading variant's shared cells)",
+    )
     p.add_argument("metrics", nargs="+", help="metrics.json files of the cells")
 
     p = add("report", cmd_report, "render one table or figure (a report kind) from its spec")

@@ -14,8 +14,8 @@ from benchlib.registry import REGISTRIES, Registry
 
 HELP = (
     "list every component a config may name (methods, models, dataset sources, partitioners, "
-    "malfunctions, report kinds, tasks, grid axes), built-in or from an installed plugin, with "
-    "its package and version"
+    "malfunctions, report kinds, tasks, grid axes, readings), built-in or from an installed "
+    "plugin, with its package and version"
 )
 # The modules whose import creates the registries a config names components from.
 DECLARING_MODULES = (
@@ -27,6 +27,7 @@ DECLARING_MODULES = (
     "benchlib.report.base",
     "benchlib.tasks.catalog",
     "benchlib.axes",
+    "benchlib.readings",
 )
 LISTED_KINDS = (
     "method",
@@ -37,6 +38,7 @@ LISTED_KINDS = (
     "report kind",
     "task",
     "grid axis",
+    "reading",
 )
 
 

@@ -32,12 +32,21 @@ from typing import Any
 import jsonschema
 
 from benchlib import layout, plugins
-from benchlib.axes import SEPARATOR, apply_axes, changes_data, variants
+from benchlib.axes import (
+    SEPARATOR,
+    apply_axes,
+    changes_data,
+    get_axis,
+    is_default_reading,
+    variant_suffix,
+    variants,
+)
 from benchlib.data.corruptions import cell_store, corruption_schema, resolved_json, scenario_of
 from benchlib.errors import BenchlibError, require
 from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS, malfunction_settings
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODEL_INIT, model_settings
+from benchlib.readings import method_settings
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
 from benchlib.tasks.catalog import TASKS, loss_settings
@@ -214,7 +223,10 @@ class Config:
         """The dataset entry for ``base`` with axis values ``chosen`` (created once)."""
         if not chosen:
             return base
-        name = f"{base}{SEPARATOR}{variants({k: [v] for k, v in chosen.items()})[0][0]}"
+        suffix = variant_suffix(chosen)
+        if not suffix:
+            return base
+        name = f"{base}{SEPARATOR}{suffix}"
         if name not in self.datasets:
             self.datasets[name] = apply_axes(self.datasets[base], chosen)
             self.stores[name] = self.stores[base]
@@ -233,22 +245,75 @@ class Config:
                 f"experiment {name}: dataset {exp['dataset']!r} is not defined under datasets",
             )
             try:
-                combos = variants(exp["axes"])
-                for suffix, chosen in combos:
-                    data_axes = {k: v for k, v in chosen.items() if changes_data({k: v})}
+                for suffix, chosen in variants(exp["axes"]):
+                    variant_name = f"{name}{SEPARATOR}{suffix}" if suffix else name
+                    taken = variant_name in expanded or variant_name in self.raw["experiments"]
+                    require(
+                        variant_name == name or not taken,
+                        f"its variant {variant_name} is also an experiment of the config; "
+                        "rename one",
+                    )
+                    # axes that change the dataset entry (a reading only away from its default)
+                    on_dataset = {
+                        k: v
+                        for k, v in chosen.items()
+                        if get_axis(k).reading is None
+                        or (get_axis(k).reading.changes_dataset and not is_default_reading(k, v))
+                    }
+                    data_axes = {k: v for k, v in on_dataset.items() if changes_data({k: v})}
                     split = self._variant_dataset(exp["dataset"], data_axes)
-                    dataset = self._variant_dataset(exp["dataset"], chosen)
+                    dataset = self._variant_dataset(exp["dataset"], on_dataset)
                     self.splits[dataset] = split
                     variant = {k: v for k, v in exp.items() if k != "axes"}
-                    expanded[f"{name}{SEPARATOR}{suffix}"] = {
+                    expanded[variant_name] = {
                         **variant,
                         "dataset": dataset,
-                        "axes_values": chosen,
+                        "axes_values": {
+                            k: v for k, v in chosen.items() if not is_default_reading(k, v)
+                        },
                         "base": name,
+                        **self._reading_cells(name, exp, chosen),
                     }
             except BenchlibError as exc:
                 raise BenchlibError(f"experiment {name}: {exc}") from exc
         self.experiments = expanded
+
+    def _reading_cells(
+        self, name: str, exp: dict[str, Any], chosen: dict[str, Any]
+    ) -> dict[str, Any]:
+        """For a variant with reading axes: ``method_settings`` (method id -> the parameters
+        its readings set) and ``cell_experiments`` (method id -> the variant whose cells it
+        shares: the one with the readings it does not depend on at their defaults)."""
+        readings = {k: get_axis(k).reading for k in chosen if get_axis(k).reading is not None}
+        if not readings:
+            return {}
+        settings: dict[str, dict[str, Any]] = {}
+        homes: dict[str, str] = {}
+        for method_id in exp["methods"]:
+            method = self.methods[method_id]["method"]
+            given = self.methods[method_id].get("params", {})
+            home = dict(chosen)
+            for axis, reading in readings.items():
+                if not reading.concerns(method):
+                    home[axis] = reading.default
+                    continue
+                own = {key for alt in reading.alternatives for key in alt.methods.get(method, {})}
+                clash = sorted(own & set(given))
+                require(
+                    not clash,
+                    f"methods.{method_id} sets {', '.join(clash)}, which the swept reading "
+                    f"{reading.name} sets; remove it from the method's params",
+                )
+                settings.setdefault(method_id, {}).update(
+                    method_settings(reading, chosen[axis], method)
+                )
+            suffix = variant_suffix(home)
+            homes[method_id] = f"{name}{SEPARATOR}{suffix}" if suffix else name
+        return {
+            "method_settings": settings,
+            "cell_experiments": homes,
+            "readings": {r.name: chosen[axis] for axis, r in readings.items()},
+        }
 
     def store_name(self, dataset: str) -> str:
         """The dataset whose prepared store ``dataset`` uses (itself unless a grid variant)."""
@@ -290,6 +355,10 @@ class Config:
                 f"methods.{method_id} (method {method!r}) params", entry["params"]
             )
         for name, exp in self.experiments.items():
+            exp["method_params"] = {
+                method_id: self._method_params(method_id, given)
+                for method_id, given in exp["method_settings"].items()
+            }
             declared = self.raw["experiments"][exp["base"]]["methods"]
             require(
                 exp["dataset"] in self.datasets,
@@ -312,6 +381,15 @@ class Config:
                     f"experiment {name}: k={k} malfunctioning clients must be in 0..{clients - 1} "
                     f"(dataset {exp['dataset']} has {clients} clients)",
                 )
+
+    def _method_params(self, method_id: str, settings: dict[str, Any]) -> dict[str, Any]:
+        """A method entry's parameters with a reading's settings on top, resolved."""
+        method = self.methods[method_id]["method"]
+        given = self.raw["methods"][method_id].get("params") or {}
+        return METHODS.get(method).params.resolve(
+            f"methods.{method_id} (method {method!r}) params with its readings",
+            {**given, **settings},
+        )
 
     @staticmethod
     def _resolve_dataset(name: str, ds: dict[str, Any]) -> None:
@@ -364,9 +442,8 @@ class Config:
             for method in exp["methods"]:
                 for k in exp["k"]:
                     for seed in exp["seeds"]:
-                        found.add(
-                            Cell(experiment, NO_MALFUNCTION if k == 0 else mal, method, k, seed)
-                        )
+                        home = exp["cell_experiments"].get(method, experiment)
+                        found.add(Cell(home, NO_MALFUNCTION if k == 0 else mal, method, k, seed))
         return sorted(found, key=lambda c: (c.malfunction, c.method, c.k, c.seed))
 
     def table_names(self) -> list[str]:
@@ -382,6 +459,9 @@ class Config:
         dataset_name = self.experiment_dataset(cell.experiment)
         ds = self.datasets[dataset_name]
         entry = self.methods[cell.method]
+        params = self.experiments[cell.experiment]["method_params"].get(
+            cell.method, entry["params"]
+        )
         malfunctions = ds["malfunction"]
         own = MALFUNCTIONS.get(cell.malfunction).params
         if own and cell.malfunction not in malfunctions:
@@ -391,7 +471,7 @@ class Config:
             dataset=dataset_name,
             method_id=cell.method,
             method=entry["method"],
-            method_params=entry["params"],
+            method_params=params,
             malfunction=cell.malfunction,
             k=cell.k,
             seed=cell.seed,
@@ -443,6 +523,11 @@ def experiment_entry(name: str, entry: dict[str, Any], implemented: set[str]) ->
         **copy.deepcopy(entry),
         "base": name,
         "axes_values": {},
+        # set by reading axes (Config._reading_cells): method id -> parameters the readings set,
+        # method id -> the variant whose cells it shares, reading -> alternative
+        "method_settings": {},
+        "cell_experiments": {},
+        "readings": {},
     }
     filled["methods"] = [m for m in filled["methods"] if m in implemented]
     return filled

@@ -177,10 +177,85 @@ def parameters() -> str:
     return parameter_reference()
 
 
+def _settings_text(alternative) -> str:
+    """An alternative's settings: ``tfl: lr_lambda = 0.01``; dataset settings likewise."""
+    import json
+
+    parts = [
+        f"`{method}`: " + ", ".join(f"`{k} = {json.dumps(v)}`" for k, v in params.items())
+        for method, params in alternative.methods.items()
+    ]
+    parts += [
+        f"dataset `{key}`: `{json.dumps(value)}`" for key, value in alternative.dataset.items()
+    ]
+    return "; ".join(parts) or "none: the code's default"
+
+
+def readings() -> str:
+    """docs/papers/readings.md: every declared reading, its alternatives and its default."""
+    from benchlib.readings import READINGS
+
+    lines = [
+        "# Readings: the choices the papers leave open",
+        "",
+        "A reading is one choice a paper does not state (or states ambiguously), declared with "
+        "the alternatives a reproduction may take, the default this project runs and why, and "
+        "the paper's own words. A config sweeps readings like any grid axis "
+        "(`axes: {reading.<name>: [<alternative>, ...]}`); the default alternative is left out "
+        "of a variant's name, and the methods a reading does not concern are not run again. "
+        "The `readings` report kind puts one table's reading combinations side by side with "
+        "Kendall's tau against the paper's order. Paper configs run the defaults. "
+        + _generated_note("the declarations in `src/benchlib/readings.py`"),
+        "",
+        *_table(
+            ("reading", "paper", "alternatives", "default"),
+            [
+                (
+                    f"[`{name}`](#{name.replace('_', '-')})",
+                    _clean(r.paper),
+                    ", ".join(f"`{a.name}`" for a in r.alternatives),
+                    f"`{r.default}`",
+                )
+                for name, r in READINGS.items()
+            ],
+        ),
+    ]
+    for name, r in READINGS.items():
+        lines += [
+            f"## {name}",
+            "",
+            f"{_clean(r.question)} ({_clean(r.paper)})",
+            "",
+            "The paper's words:",
+            "",
+            *(f"- {_clean(q)}" for q in r.quotes),
+            "",
+            *_table(
+                ("alternative", "meaning", "settings"),
+                [
+                    (
+                        f"`{a.name}`" + (" (default)" if a.name == r.default else ""),
+                        _clean(a.meaning),
+                        _settings_text(a),
+                    )
+                    for a in r.alternatives
+                ],
+            ),
+            f"Default `{r.default}`: {_clean(r.why)}.",
+            "",
+            f"Affects: {_clean(r.affects)}.",
+            "",
+        ]
+        if r.not_offered:
+            lines += ["Not offered:", "", *(f"- {_clean(t)}" for t in r.not_offered), ""]
+    return "\n".join(lines)
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "docs/develop/modules.md": module_map,
     "docs/guide/components.md": components,
     "docs/guide/parameters.md": parameters,
+    "docs/papers/readings.md": readings,
 }
 
 
@@ -220,7 +295,8 @@ def register(add) -> None:
     p = add(
         "docs",
         cmd_docs,
-        "write the generated pages of docs/ (module map, components, parameter reference)",
+        "write the generated pages of docs/ (module map, components, parameter reference, "
+        "readings)",
     )
     p.epilog = "example: benchlib docs --check   (what make docs writes, compared, nothing written)"
     p.add_argument("--root", default=".", help="the clone whose docs/ to write (default .)")

@@ -155,6 +155,11 @@ def _axes() -> list[str]:
     lines.append(
         "| `<malfunction>.<parameter>` | any malfunction parameter above, e.g. `ana.scale` |"
     )
+    lines.append(
+        "| `reading.<name>` | a declared reading's alternatives, e.g. `reading.dual_step: "
+        "[gamma_0.1, gamma_0.01]`; its default must be listed and is left out of the variant's "
+        "name ([readings](../papers/readings.md)) |"
+    )
     return [*lines, ""]
 
 

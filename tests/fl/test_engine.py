@@ -123,3 +123,22 @@ def test_sfa_broadcasts_do_not_touch_the_senders_own_model(
     sent = cell._transmit(0, cell.federation, trained)
     assert torch.equal(sent[0], -trained[0]) and torch.equal(sent[1], trained[1])
     assert torch.equal(cell.layout.flatten(cell.models[0]), trained[0])
+
+
+def test_the_engine_gives_the_method_every_clients_training_rows(
+    mnist_store, smoke_split, smoke_cell_spec, tmp_path
+):
+    """DRFA with ``lambda_start: sizes`` and no dual step (gamma 0): lambda after round 0 is
+    the clients' shares of the split's training rows."""
+    import csv
+
+    spec = smoke_cell_spec("fedavg", "none", 0)
+    spec.update(method="drfa", method_id="drfa")
+    spec["method_params"] = {"gamma": 0.0, "lambda_start": "sizes"}
+    spec["training"]["rounds"] = 1
+    metrics = json.loads(run(spec, mnist_store, smoke_split, tmp_path).read_text())
+    with smoke_split.open() as handle:
+        rows = [r for r in csv.DictReader(handle) if r["subset"] == "train"]
+    counts = [sum(r["client"] == str(c) for r in rows) for c in range(4)]
+    expected = [round(n / sum(counts), 6) for n in counts]
+    assert metrics["method_summary"]["lambda"] == [expected]

@@ -196,3 +196,27 @@ def test_drfa_non_finite_loss_takes_the_largest_finite_loss():
     assert lambdas[True]["lambda"] == lambdas[False]["lambda"]
     assert lambdas[True]["nonfinite_losses"] == [{"round": 0, "clients": [1]}]
     assert "nonfinite_losses" not in lambdas[False]
+
+
+@pytest.mark.parametrize("name", ["drfa", "tfl"])
+def test_lambda_starts_uniform_or_proportional_to_the_training_sizes(name):
+    """``lambda_start: sizes`` (the DRFA authors' start): n_i / n over the federation clients
+    the engine names (held-out client 1 left out); ``uniform`` (the default): 1/N."""
+    sizes = {0: 10, 1: 500, 2: 30, 3: 60}
+    for params, expected in (
+        ({}, [1 / 3] * 3),
+        ({"lambda_start": "uniform"}, [1 / 3] * 3),
+        ({"lambda_start": "sizes"}, [0.1, 0.3, 0.6]),
+    ):
+        method = build_method(name, params)
+        method.setup(4, 10, seed=0)
+        method.set_train_sizes(sizes)
+        method.participants(0, [0, 2, 3], np.random.default_rng(0))
+        assert method.weights.tolist() == pytest.approx(expected, abs=1e-15)
+
+
+def test_a_sizes_start_without_sizes_is_an_error():
+    method = DRFA(lambda_start="sizes")
+    method.setup(3, 10, seed=0)
+    with pytest.raises(BenchlibError, match="the engine gave no training-set sizes"):
+        method.participants(0, [0, 1, 2], np.random.default_rng(0))

@@ -116,6 +116,7 @@ def test_registered_kinds():
         "metrics_table": "table",
         "paper_comparison": "markdown",
         "ranking": "figure_numbers",
+        "readings": "markdown",
         "robustness_figure": "figure",
         "robustness_table": "table",
         "sample_images": "figure",

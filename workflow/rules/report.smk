@@ -22,7 +22,7 @@ rule collect_results:
     conda:
         "../../envs/benchlib.yaml"
     shell:
-        "benchlib collect --out {output} {input} 2> {log}"
+        "benchlib collect --experiment {wildcards.experiment} --out {output} {input} 2> {log}"
 
 
 # One table needs only its malfunction's cells (and the shared k = 0 cells).
@@ -36,7 +36,7 @@ rule collect_table_results:
     conda:
         "../../envs/benchlib.yaml"
     shell:
-        "benchlib collect --out {output} {input} 2> {log}"
+        "benchlib collect --experiment {wildcards.experiment} --out {output} {input} 2> {log}"
 
 
 rule render_table:

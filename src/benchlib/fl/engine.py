@@ -218,6 +218,9 @@ class CellRun:
 
         self.method = build_method(self.spec.method, dict(self.spec.method_params))
         self.method.setup(self.num_clients, self.rounds, self.seed)
+        self.method.set_train_sizes(
+            {c: len(self.clients[c].rows["train"]) for c in range(self.num_clients)}
+        )
         self._build_models()
 
         self.malfunctions = MalfunctionPlan.of(

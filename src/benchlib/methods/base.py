@@ -269,6 +269,11 @@ class Method:
         self.num_rounds = num_rounds
         self.seed = seed
 
+    def set_train_sizes(self, sizes: dict[int, int]) -> None:
+        """Called once after :meth:`setup` with every client's number of training rows (client
+        id -> rows), for a method whose start depends on them (DRFA's and TFL's
+        size-proportional lambda); the default ignores them."""
+
     def build_model(
         self, build: Callable[[int], nn.Module], num_outputs: int, task: Task | None = None
     ) -> nn.Module:

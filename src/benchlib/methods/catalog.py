@@ -37,6 +37,12 @@ WEIGHTING = Param(
 # shared by DRFA and TFL (the same dual step and client sampling)
 LAMBDA_FLOOR = Param(UNIT, 0.001, "lambda entries below it are raised to it")
 CLIENTS_PER_ROUND = Param(COUNT, 0, "clients sampled per round; 0 = all")
+LAMBDA_START = Param(
+    {"enum": ["uniform", "sizes"]},
+    "uniform",
+    "lambda^(0): 1/N per federation client, or proportional to their training-set sizes (the "
+    "DRFA authors' code)",
+)
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,7 @@ for _name, _entry in {
         floor=LAMBDA_FLOOR,
         clients_per_round=CLIENTS_PER_ROUND,
         dual_clients=Param(COUNT, 0, "clients evaluating the dual loss; 0 = clients_per_round"),
+        lambda_start=LAMBDA_START,
         variant=VARIANT,
     ),
     "fedsr": _method(
@@ -269,6 +276,7 @@ for _name, _entry in {
             "dual step tau * lr_lambda * lr_decay^(t+1), tau the mean local steps of the "
             "round's clients (DRFA's schedule); false drops tau",
         ),
+        lambda_start=LAMBDA_START,
     ),
 }.items():
     METHODS.add(_name, _entry)

@@ -200,6 +200,22 @@ def floor_weights(weights: np.ndarray, floor: float) -> np.ndarray:
     return out / out.sum()
 
 
+LAMBDA_STARTS = ("uniform", "sizes")
+
+
+def start_weights(start: str, federation: list[int], sizes: dict[int, int] | None) -> np.ndarray:
+    """lambda^(0) over the federation clients: ``uniform`` 1/N each, or ``sizes`` n_i / n (the
+    DRFA authors' start: proportional to the clients' training-set sizes)."""
+    require(start in LAMBDA_STARTS, f"lambda_start must be one of {LAMBDA_STARTS}, got {start!r}")
+    if start == "uniform":
+        return np.full(len(federation), 1.0 / len(federation))
+    require(sizes is not None, "lambda_start sizes: the engine gave no training-set sizes")
+    assert sizes is not None
+    counts = np.asarray([sizes[c] for c in federation], dtype=float)
+    require(counts.sum() > 0, "lambda_start sizes: the federation clients have no training rows")
+    return counts / counts.sum()
+
+
 def dual_step_size(gamma: float, decay: float, round_index: int, local_steps: float = 1.0) -> float:
     """The dual step of DRFA and TFL in round ``round_index`` (0-based): tau * gamma_s with
     gamma_s = gamma * decay^(s+1) (DRFA's lambda <- Pi(lambda + tau gamma v); the authors

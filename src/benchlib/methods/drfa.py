@@ -18,13 +18,15 @@ min_w max_{lambda in simplex} sum_i lambda_i f_i(w). Each round s:
    the start of every round; default gamma 0.1), tau the mean local steps of the round's
    clients (:func:`~benchlib.methods.client_graph.dual_step_size`, TFL's step too).
 
-lambda starts uniform, 1/N per client. The DRFA authors' code starts proportional to the
-clients' training-set sizes, and the TFL paper leaves lambda's start open (Algorithm 1 takes
-"initial lambda^(0)" as an input). The two starts differ on every TFL benchmark whose clients
-differ in size: PACS (each domain split into 5 equal parts, so 334-786 images per client), eICU
-(hospitals), CIFAR Dir(0.1) and FeTS (institutions); uniform is a choice, not the authors'
-start. lambda per round is recorded in metrics.json; a non-finite dual loss takes the round's
-largest finite loss (:func:`~benchlib.methods.client_graph.finite_losses`).
+lambda starts uniform, 1/N per client (``lambda_start: uniform``, the default) or, with
+``lambda_start: sizes``, proportional to the clients' training-set sizes, as the DRFA authors'
+code starts (the engine passes the sizes: ``Method.set_train_sizes``); the TFL paper leaves
+lambda's start open (Algorithm 1 takes "initial lambda^(0)" as an input). The two starts differ
+on every TFL benchmark whose clients differ in size: PACS (each domain split into 5 equal parts,
+so 334-786 images per client), eICU (hospitals), CIFAR Dir(0.1) and FeTS (institutions); the
+reading ``lambda_start`` (:mod:`benchlib.readings`) runs both. lambda per round is recorded in
+metrics.json; a non-finite dual loss takes the round's largest finite loss
+(:func:`~benchlib.methods.client_graph.finite_losses`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,12 @@ from benchlib.methods.base import (
     TrainingContext,
     sample_clients,
 )
-from benchlib.methods.client_graph import dual_step, dual_step_size, finite_losses
+from benchlib.methods.client_graph import (
+    dual_step,
+    dual_step_size,
+    finite_losses,
+    start_weights,
+)
 from benchlib.methods.tfl import draw_counts
 from benchlib.seeding import numpy_rng
 
@@ -80,6 +87,7 @@ class DRFA(StarMethod):
         clients_per_round: int = 0,
         dual_clients: int = 0,
         variant: str = "paper",
+        lambda_start: str = "uniform",
     ) -> None:
         require(variant in ("paper", "authors"), f"drfa: unknown variant {variant!r}")
         require(gamma >= 0, f"drfa: gamma must be >= 0, got {gamma}")
@@ -89,6 +97,8 @@ class DRFA(StarMethod):
         self.clients_per_round = int(clients_per_round)
         self.dual_clients = int(dual_clients)
         self.variant = variant
+        self.lambda_start = lambda_start
+        self.train_sizes: dict[int, int] | None = None
         self._context: TrainingContext | None = None
         self._counts: dict[int, int] = {}
         self._hooks: dict[int, SnapshotHook] = {}
@@ -100,10 +110,13 @@ class DRFA(StarMethod):
         self.lambda_history: list[list[float]] = []
         self.nonfinite_losses: list[dict[str, Any]] = []  # rounds with a diverged client
 
+    def set_train_sizes(self, sizes: dict[int, int]) -> None:
+        self.train_sizes = dict(sizes)
+
     def _start(self, clients: list[int]) -> None:
         if not self.federation:
             self.federation = list(clients)
-            self.weights = np.full(len(clients), 1.0 / len(clients))
+            self.weights = start_weights(self.lambda_start, self.federation, self.train_sizes)
 
     def participants(self, round: int, clients: list[int], rng: np.random.Generator) -> list[int]:
         self._start(clients)

@@ -16,7 +16,8 @@ Per round t (0-based here; the paper counts from 1):
    q (log(lambda / p) + 1))), l_k the training loss of the new global model on client k, then
    the DRFA authors' floor at 1e-3. A non-finite l_k (the model diverged on client k) takes the
    round's largest finite loss, logged and recorded (``nonfinite_losses``); lambda starts
-   uniform (the paper leaves lambda^(0) open; see :mod:`~benchlib.methods.drfa`).
+   uniform or, with ``lambda_start: sizes``, proportional to the clients' training-set sizes
+   (the paper leaves lambda^(0) open; see :mod:`~benchlib.methods.drfa`).
 
 The graph uses each client's latest transmitted model (only the drawn clients train in a round;
 a client never drawn yet is left out of the graph and gets the smallest prior mass). A model's
@@ -55,6 +56,7 @@ from benchlib.methods.client_graph import (
     finite_losses,
     learn_topology,
     similarity_matrix,
+    start_weights,
 )
 
 
@@ -101,6 +103,7 @@ class TFL(StarMethod):
         loss_subset: str = "train",
         normalized_betweenness: bool = False,
         local_step_scale: bool = True,
+        lambda_start: str = "uniform",
     ) -> None:
         require(similarity in SIMILARITIES, f"tfl: similarity must be one of {SIMILARITIES}")
         require(centrality in CENTRALITIES, f"tfl: centrality must be one of {CENTRALITIES}")
@@ -120,6 +123,8 @@ class TFL(StarMethod):
         self.loss_subset = loss_subset
         self.normalized_betweenness = bool(normalized_betweenness)
         self.local_step_scale = bool(local_step_scale)
+        self.lambda_start = lambda_start
+        self.train_sizes: dict[int, int] | None = None
         self._steps: dict[int, StepCounter] = {}
         self._context: TrainingContext | None = None
         self._counts: dict[int, int] = {}
@@ -137,11 +142,14 @@ class TFL(StarMethod):
         self.topology_history: list[dict[str, Any]] = []
         self.nonfinite_losses: list[dict[str, Any]] = []  # rounds with a diverged client
 
+    def set_train_sizes(self, sizes: dict[int, int]) -> None:
+        self.train_sizes = dict(sizes)
+
     def _start(self, clients: list[int]) -> None:
         if not self.federation:
             self.federation = list(clients)
             k = len(clients)
-            self.weights = np.full(k, 1.0 / k)
+            self.weights = start_weights(self.lambda_start, self.federation, self.train_sizes)
             self.prior = np.full(k, 1.0 / k)
             self.seen = np.zeros(k, dtype=bool)
 

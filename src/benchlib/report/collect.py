@@ -78,9 +78,14 @@ def metrics_rows(path: Path) -> list[dict]:
     return rows
 
 
-def collect(paths: list[Path]) -> pd.DataFrame:
-    """A tidy frame of all clients of all given cells, sorted for stable output."""
+def collect(paths: list[Path], experiment: str | None = None) -> pd.DataFrame:
+    """A tidy frame of all clients of all given cells, sorted for stable output; with
+    ``experiment``, every row is listed under it (a reading variant's table reads the cells it
+    shares with the variant at the default reading under its own name)."""
     rows = [row for path in sorted(paths) for row in metrics_rows(path)]
+    if experiment is not None:
+        for row in rows:
+            row["experiment"] = experiment
     columns = [
         *ID_COLUMNS,
         *metric_columns(rows, AXIS_PREFIX),
@@ -95,7 +100,7 @@ def collect(paths: list[Path]) -> pd.DataFrame:
     return frame.sort_values(["experiment", "malfunction", "method_id", "k", "seed", "client"])
 
 
-def write_collected(paths: list[Path], out: Path) -> pd.DataFrame:
-    frame = collect(paths)
+def write_collected(paths: list[Path], out: Path, experiment: str | None = None) -> pd.DataFrame:
+    frame = collect(paths, experiment)
     write_with_atomic(out, lambda tmp: frame.to_csv(tmp, index=False, float_format="%.10g"))
     return frame

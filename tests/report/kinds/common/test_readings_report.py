@@ -1,0 +1,173 @@
+"""The readings report on hand-made TPT-48 cells: per reading ours, Kendall's tau against the
+paper's order, the conclusion, and the paired tests along the paper's order, computed by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import REPO
+from scipy.stats import t as student_t
+
+from benchlib.config import load_config
+from benchlib.errors import BenchlibError
+from benchlib.report.base import get_kind
+from benchlib.report.kinds.common.readings import conclusion, order_tests, pair_verdict, score
+
+SEED_SHIFT = [0.0, 0.03, 0.06]  # added per seed (twice for TFL, so its pairs vary)
+DRFA = {"gamma_0.1": 0.7, "gamma_0.01": 0.45, "gamma_0.001": 0.55}  # by the dual step
+TFL = {"raw": 0.4, "normalised": 0.8}  # by the prior
+BASE = {"fedavg": 0.5, "fedprox": 0.6, "erm": 0.3}
+
+
+def mse(method: str, readings: dict[str, str], seed: int) -> float:
+    """One cell's pooled MSE (IF and OOF alike): the method's base by its readings + shift."""
+    if method == "drfa":
+        base = DRFA[readings["dual_step"]]
+    elif method == "tfl":
+        base = TFL[readings["prior"]]
+    else:
+        base = BASE[method]
+    return base + SEED_SHIFT[seed] * (2 if method == "tfl" else 1)
+
+
+@pytest.fixture(scope="module")
+def tpt48():
+    return load_config(REPO / "config" / "tfl_tpt48.yaml")
+
+
+def write_cells(config, spec: dict, folder: Path) -> list[Path]:
+    for combo in spec["combinations"]:
+        for column in combo["columns"]:
+            for entry in column["files"]:
+                readings = config.experiments[entry["experiment"]]["readings"]
+                value = mse(entry["method"], readings, entry["seed"])
+                path = folder / entry["path"]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                pooled = {"if": {"mse": value}, "oof": {"mse": value}}
+                path.write_text(json.dumps({"pooled": pooled}))
+    return [folder / p for p in get_kind("readings").inputs(spec)[1:]]
+
+
+def render(config, tmp_path: Path, spec: dict | None = None) -> str:
+    report = config.reports["tfl_table4_readings"]
+    spec = spec or report.spec
+    inputs = [Path(report.inputs[0]), *write_cells(config, spec, tmp_path)]
+    out = [tmp_path / "r.md", tmp_path / "r.pdf"]
+    get_kind("readings").render(spec, inputs, out)
+    assert out[1].read_bytes().startswith(b"%PDF")
+    return out[0].read_text()
+
+
+def test_table4_readings_by_hand(tpt48, tmp_path: Path) -> None:
+    report = tpt48.reports["tfl_table4_readings"]
+    assert report.targets == ["reports/tfl_table4_readings.md", "reports/tfl_table4_readings.pdf"]
+    labels = [c["label"] for c in report.spec["combinations"]]
+    assert len(labels) == 6 and labels[0] == "dual_step = gamma_0.1, prior = raw"
+    # every cell file once: 2 experiments x 3 seeds x (3 baselines + 3 DRFA + 6 TFL)
+    assert len(report.inputs) == 1 + 72
+    text = render(tpt48, tmp_path)
+    lines = text.splitlines()
+    # Paper order: E->W tfl < drfa < fedavg < fedprox; the other three columns
+    # tfl < drfa < fedprox < fedavg (MSE, ERM a reference). gamma 0.01, raw: ours (seed means)
+    # tfl 0.46 < drfa 0.48 < fedavg 0.53 < fedprox 0.63: tau 1 on E->W; elsewhere one of six
+    # pairs (fedavg, fedprox) discordant: (5 - 1) / 6 = 0.67; mean 0.75.
+    # gamma 0.1, raw: tfl 0.46 < fedavg 0.53 < fedprox 0.63 < drfa 0.73: E->W 4 of 6 pairs
+    # concordant, (4 - 2) / 6 = 0.33; elsewhere 3 of 6: 0; mean 0.08.
+    assert (
+        "| dual_step = gamma_0.01, prior = raw | 1.00 | 0.67 | 0.67 | 0.67 | 0.75 | no |" in lines
+    )
+    assert "| dual_step = gamma_0.1, prior = raw | 0.33 | 0.00 | 0.00 | 0.00 | 0.08 | no |" in lines
+    assert (
+        "**None of the 6 readings reproduces the paper's order of the methods in every column. "
+        "Closest (mean Kendall tau 0.75): dual_step = gamma_0.01, prior = raw.**"
+    ) in lines
+    # ours side by side: DRFA at gamma 0.01 = 0.45 + seed shifts (0, 0.03, 0.06): 0.48 +- 0.0245
+    drfa_row = next(line for line in lines if line.startswith("| drfa | 0.5451 |"))
+    cells = drfa_row.split(" | ")
+    assert cells[2].startswith("0.7300 +- 0.0245 [")  # gamma 0.1, raw (first reading)
+    assert labels[2] == "dual_step = gamma_0.01, prior = raw"
+    assert cells[4].startswith("0.4800 +- 0.0245 [")
+    # TFL vs DRFA along the paper's order (E->W, gamma 0.01, raw): per seed drfa - tfl =
+    # 0.05 - shift = (0.05, 0.02, -0.01); paired t over the 3 seeds
+    d = np.array([0.05, 0.02, -0.01])
+    t_value = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    p = 2 * student_t.sf(abs(t_value), df=2)
+    row = (
+        f"| dual_step = gamma_0.01, prior = raw | Table 4 | E(24) -> W(24) | mse | tfl > drfa | "
+        f"0.0200 | 3 | {p:.3f} | agrees |"
+    )
+    assert row in lines
+    # FedAvg vs FedProx (the same 0.1 apart in every seed): no variance to test
+    assert any(
+        "| fedprox > fedavg | -0.1000 | 3 | every pair differs by the same amount" in line
+        for line in lines
+    )
+
+
+def test_a_report_on_some_seeds_reads_only_theirs(tpt48, tmp_path: Path) -> None:
+    raw = json.loads(json.dumps(tpt48.raw))
+    raw["reports"]["tfl_table4_readings"]["seeds"] = [0]
+    from benchlib.config import Config
+
+    config = Config(raw)
+    report = config.reports["tfl_table4_readings"]
+    assert len(report.inputs) == 1 + 24
+    assert report.spec["seeds_read"] == [0]
+    text = render(config, tmp_path, report.spec)
+    assert "seeds 0)" in text
+    assert "n too small (n = 1)" in text  # no interval from one seed
+
+
+def test_score_and_order_tests_by_hand() -> None:
+    key = {"source": "T", "column": "c", "metric": "accuracy"}
+    units = pd.DataFrame(
+        [
+            {**key, "method": m, "unit": (e, s), "value": v}
+            for m, values in {"a": [80, 84], "b": [70, 80], "c": [90, 60], "r": [99, 99]}.items()
+            for (e, s), v in zip([("x", 0), ("x", 1)], values, strict=True)
+        ]
+    )
+    paper = pd.DataFrame(
+        [{**key, "method": m, "mean": v} for m, v in {"a": 50, "b": 60, "c": 40, "r": 0}.items()]
+    )
+    means, taus = score(units, paper, ["r"])
+    assert dict(zip(means["method"], means["ours"], strict=True)) == {
+        "a": 82.0, "b": 75.0, "c": 75.0, "r": 99.0,
+    }  # fmt: skip
+    # higher is better; paper b > a > c, ours a > b = c: pairs (b, a) discordant, (b, c) tied
+    # in ours, (a, c) concordant; tau-b = (1 - 1) / sqrt(3 x 2) = 0
+    assert taus["tau"].tolist() == [0.0]
+    tests = order_tests(units, means, ["r"], "paired_t")
+    assert tests[["better", "worse"]].values.tolist() == [["b", "a"], ["a", "c"]]
+    assert tests["gap"].tolist() == [-7.0, 7.0]
+    assert tests["verdict"].tolist() == ["reversed", "agrees"]
+    # b - a = (-10, -4): t = -7 / (sqrt(18) / sqrt(2)) = -7 / 3
+    p = 2 * student_t.sf(7 / 3, df=1)
+    assert tests["p_value"].iloc[0] == pytest.approx(p)
+
+
+def test_conclusion_and_verdicts() -> None:
+    rows = [
+        {"label": "a", "reproduces": False, "mean_tau": 0.5},
+        {"label": "b", "reproduces": True, "mean_tau": 1.0},
+    ]
+    assert conclusion(rows) == (
+        "1 of 2 readings reproduce the paper's order of the methods in every column: b."
+    )
+    assert pair_verdict(0.1, 0.01) == "agrees (significant)"
+    assert pair_verdict(-0.1, 0.2) == "reversed"
+    assert pair_verdict(-0.1, None) == "reversed"
+
+
+def test_a_column_of_an_unswept_experiment_is_an_error(tpt48) -> None:
+    from benchlib.config import Config
+
+    raw = json.loads(json.dumps(tpt48.raw))
+    del raw["experiments"]["tpt48_ew"]["axes"]
+    with pytest.raises(BenchlibError, match="experiment 'tpt48_ew' sweeps no reading"):
+        Config(raw)
