@@ -8,7 +8,7 @@ from benchlib.methods.base import StarMethod, StarRound
 class CoordinateMedian(StarMethod):
     description = "star; coordinate-wise median of the received models"
 
-    def __init__(self, trim: int = 0) -> None:
+    def __init__(self, *, trim: int) -> None:
         self.trim = int(trim)  # drop this many largest and smallest values per coordinate
 
     def aggregate(

@@ -83,7 +83,7 @@ class SampledFedAvg(FedAvg):
     """FedAvg with two clients per round drawn by weight, recording the reports it gets."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(weighting="samples", gamma=1.0)
         self.seen: list[tuple[list[int], list[Any]]] = []
 
     def participants(self, round, clients, rng):
@@ -125,7 +125,7 @@ def test_private_parameters_are_never_averaged(tab_data):
     spec = task_cell_spec("regression")
     cell = CellRun(spec, store, split)
     assert cell.layout.names == ("0.weight", "0.bias", "2.weight", "2.bias")
-    cell.method = PrivateHeadFedAvg()
+    cell.method = PrivateHeadFedAvg(weighting="samples", gamma=1.0)
     cell._build_models()  # layouts follow the method's private parameters
     assert cell.layout.names == ("0.weight", "0.bias")
     assert cell.global_vector.numel() == sum(p.numel() for p in cell.models[0][0].parameters())

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from helpers.method_inputs import star_round
 
-from benchlib.methods.asmr import ASMR
+from benchlib.methods.base import build_method
 
 
 def test_asmr_default_is_fedavgm_with_server_momentum_0_7() -> None:
@@ -15,7 +15,7 @@ def test_asmr_default_is_fedavgm_with_server_momentum_0_7() -> None:
     # identical directions (scaled copies): no outlier gap, every client kept
     r0 = torch.tensor([[2.0, 2.0, 2.0], [4.0, 4.0, 4.0]])
     r1 = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
-    asmr = ASMR()
+    asmr = build_method("asmr", {})
     asmr.setup(2, 10, seed=0)
     g1 = asmr.aggregate(g0, r0, star_round(0, 2))
     # v1 = 0.7 * 0 + (g0 - mean) = -2; g1 = g0 - v1 = 3
@@ -23,14 +23,14 @@ def test_asmr_default_is_fedavgm_with_server_momentum_0_7() -> None:
     g2 = asmr.aggregate(g1, r1, star_round(1, 2))
     # v2 = 0.7 * (-2) + (3 - 1) = 0.6; g2 = 3 - 0.6 = 2.4
     np.testing.assert_allclose(g2.numpy(), [2.4, 2.4, 2.4], rtol=1e-6)
-    restored = ASMR()
+    restored = build_method("asmr", {})
     restored.setup(2, 10, seed=0)
     restored.load_state_dict(asmr.state_dict())
     np.testing.assert_allclose(restored.momentum.numpy(), [0.6, 0.6, 0.6], rtol=1e-6)
 
 
 def test_asmr_authors_variant_keeps_the_uniform_average() -> None:
-    asmr = ASMR(variant="authors")
+    asmr = build_method("asmr", dict(variant="authors"))
     asmr.setup(2, 10, seed=0)
     g0 = torch.tensor([1.0, 1.0, 1.0])
     r0 = torch.tensor([[2.0, 2.0, 2.0], [4.0, 4.0, 4.0]])

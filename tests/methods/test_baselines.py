@@ -20,16 +20,10 @@ from benchlib.fl.data import BatchSource, ClientData
 from benchlib.fl.engine import LocalTraining
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.params import ParamLayout
-from benchlib.methods.afa import AFA
-from benchlib.methods.asmr import ASMR, outlier_factors
-from benchlib.methods.balance import Balance
+from benchlib.methods.asmr import outlier_factors
 from benchlib.methods.base import PeerEvaluator, PeerView, StarRound, build_method
-from benchlib.methods.cfl import CFL, optimal_bipartition
-from benchlib.methods.ditto import Ditto
-from benchlib.methods.fedprox import FedProx
-from benchlib.methods.krum import Krum
+from benchlib.methods.cfl import optimal_bipartition
 from benchlib.methods.robust_utils import proximal_hook
-from benchlib.methods.scclip import SCClip
 from benchlib.settings import TrainingSettings
 from benchlib.tasks import get_task
 
@@ -153,7 +147,7 @@ def test_fedprox_local_step_adds_the_proximal_gradient() -> None:
     anchor = torch.tensor([0.2, -0.1, 0.4, 0.3, -0.5, 0.6])  # the round's global model
     cfg = {"optimizer": "sgd", "lr": 0.1, "batch_size": 64, "local_epochs": 1}
     training = linear_context(model, X, Y, anchor, cfg)
-    FedProx(mu=0.5).train_client(training, 0, 0)
+    build_method("fedprox", dict(mu=0.5)).train_client(training, 0, 0)
 
     gw, gb = softmax_ce_grad(*wb(w0), X.numpy().astype(np.float64), Y.numpy())
     grad = np.concatenate([gw.ravel(), gb]) + 0.5 * (w0 - anchor.numpy())
@@ -162,7 +156,7 @@ def test_fedprox_local_step_adds_the_proximal_gradient() -> None:
 
 def test_fedprox_aggregates_by_training_set_size() -> None:
     received = rows([1.0, 0.0], [0.0, 2.0], [4.0, 4.0])
-    out = FedProx().aggregate(torch.zeros(2), received, star_info([1, 2, 1]))
+    out = build_method("fedprox", {}).aggregate(torch.zeros(2), received, star_info([1, 2, 1]))
     np.testing.assert_allclose(out.numpy(), [(1 + 0 + 4) / 4, (0 + 4 + 4) / 4], rtol=1e-6)
 
 
@@ -174,7 +168,7 @@ def test_krum_scores_and_pick_by_hand() -> None:
     # n = 5, f = 1 (largest with 2f + 2 < n), n - f - 2 = 2 nearest, squared distances:
     # d2(0,.) = 1, 4, 2, 162 -> 3;  d2(1,.) = 1, 5, 1, 145 -> 2;  d2(2,.) = 4, 5, 2, 130 -> 6;
     # d2(3,.) = 2, 1, 2, 128 -> 3;  d2(4,.) = 162, 145, 130, 128 -> 258.   Krum picks client 1.
-    krum = setup(Krum(), 5)
+    krum = setup(build_method("krum", {}), 5)
     assert krum.byzantine_bound(5) == 1
     out = krum.aggregate(torch.zeros(2), KRUM_POINTS, star_info([1] * 5))
     np.testing.assert_array_equal(out.numpy(), [1, 0])
@@ -187,14 +181,16 @@ def test_krum_squares_the_distances() -> None:
     # Two nearest: scores 58, 46, 79, 53, 31 -> client 4. (Unsquared distances would pick
     # client 1: 1 + sqrt 45 = 7.71 < sqrt 13 + sqrt 18 = 7.85.)  Multi-Krum m = 3: 4, 1, 3.
     points = rows([0, 0], [3, 6], [-6, -5], [4, 6], [-3, -2])
-    out = setup(Krum(), 5).aggregate(torch.zeros(2), points, star_info([1] * 5))
+    out = setup(build_method("krum", {}), 5).aggregate(torch.zeros(2), points, star_info([1] * 5))
     np.testing.assert_array_equal(out.numpy(), [-3, -2])
-    out = setup(Krum(m=3), 5).aggregate(torch.zeros(2), points, star_info([1] * 5))
+    out = setup(build_method("krum", dict(m=3)), 5).aggregate(
+        torch.zeros(2), points, star_info([1] * 5)
+    )
     np.testing.assert_allclose(out.numpy(), [4 / 3, 10 / 3], rtol=1e-6)
 
 
 def test_multi_krum_averages_the_m_best() -> None:
-    krum = setup(Krum(m=3), 5)  # scores 2, 3, 3 -> clients 1, 0, 3
+    krum = setup(build_method("krum", dict(m=3)), 5)  # scores 2, 3, 3 -> clients 1, 0, 3
     out = krum.aggregate(torch.zeros(2), KRUM_POINTS, star_info([1] * 5))
     np.testing.assert_allclose(out.numpy(), [2 / 3, 1 / 3], rtol=1e-6)
     assert krum.selected == [[0, 1, 3]]
@@ -203,7 +199,7 @@ def test_multi_krum_averages_the_m_best() -> None:
 def test_krum_with_explicit_f_against_numpy() -> None:
     rng = np.random.default_rng(3)
     points = rng.normal(size=(7, 4))
-    krum = setup(Krum(f=2, m=2), 7)
+    krum = setup(build_method("krum", dict(f=2, m=2)), 7)
     out = krum.aggregate(
         torch.zeros(4), torch.tensor(points, dtype=torch.float32), star_info([1] * 7)
     )
@@ -217,7 +213,7 @@ def test_krum_authors_variant_unsquared_with_f_half() -> None:
     rng = np.random.default_rng(4)
     points = rng.normal(size=(8, 3))
     points[2] += 5.0
-    krum = setup(Krum(variant="authors"), 8)
+    krum = setup(build_method("krum", dict(variant="authors")), 8)
     out = krum.aggregate(
         torch.zeros(3), torch.tensor(points, dtype=torch.float32), star_info([1] * 8)
     )
@@ -229,7 +225,7 @@ def test_krum_authors_variant_unsquared_with_f_half() -> None:
 
 def test_krum_authors_variant_with_four_clients_takes_the_first() -> None:
     # f = 4 // 2 = 2 leaves n - f - 2 = 0 neighbours: every score is 0, the first client wins
-    krum = setup(Krum(variant="authors"), 4)
+    krum = setup(build_method("krum", dict(variant="authors")), 4)
     received = rows([50, 50], [0, 0], [0, 1], [1, 0])
     out = krum.aggregate(torch.zeros(2), received, star_info([1] * 4))
     np.testing.assert_array_equal(out.numpy(), [50, 50])
@@ -237,9 +233,9 @@ def test_krum_authors_variant_with_four_clients_takes_the_first() -> None:
 
 def test_krum_rejects_impossible_parameters() -> None:
     with pytest.raises(BenchlibError):
-        setup(Krum(f=2), 4)  # n - f - 2 = 0
+        setup(build_method("krum", dict(f=2)), 4)  # n - f - 2 = 0
     with pytest.raises(BenchlibError):
-        Krum(f=1, variant="authors")
+        build_method("krum", dict(f=1, variant="authors"))
     with pytest.raises(BenchlibError):
         build_method("krum", {"variant": "bogus"})  # variants: the catalog
 
@@ -303,7 +299,7 @@ def test_afa_flags_and_blocks_a_persistent_outlier_by_hand() -> None:
     # 0.95 at r = 6 (I_0.5(3, 8) = 968/1024 = 0.945, I_0.5(3, 9) = 1981/2048 = 0.967).
     assert beta_cdf_half(3, 8) == pytest.approx(968 / 1024)
     assert beta_cdf_half(3, 9) == pytest.approx(1981 / 2048)
-    afa = setup(AFA(), 5)
+    afa = setup(build_method("afa", {}), 5)
     received = torch.tensor(SYMMETRIC, dtype=torch.float32)
     for r in range(7):
         out = afa.aggregate(torch.zeros(3), received, star_info([10] * 5, round=r))
@@ -325,7 +321,7 @@ def test_afa_reputation_weights_against_numpy_reference() -> None:
     sizes = np.array([30.0, 10.0, 20.0, 40.0, 15.0, 25.0])
     expected, flagged, blocked, alpha, beta = afa_reference(rounds, sizes)
 
-    afa = setup(AFA(), 6)
+    afa = setup(build_method("afa", {}), 6)
     for r, vectors in enumerate(rounds):
         out = afa.aggregate(
             torch.zeros(6),
@@ -340,9 +336,11 @@ def test_afa_reputation_weights_against_numpy_reference() -> None:
 def test_afa_authors_variant_weights_batches_and_never_blocks() -> None:
     received = rows([1, 0, 0], [2, 0, 0], [3, 0, 0], [-1, 0, 0])
     sizes, batches = [10, 10, 40, 10], [1, 2, 3, 4]
-    paper = setup(AFA(), 4).aggregate(torch.zeros(3), received, star_info(sizes, batches))
+    paper = setup(build_method("afa", {}), 4).aggregate(
+        torch.zeros(3), received, star_info(sizes, batches)
+    )
     assert paper[0].item() == pytest.approx((10 + 20 + 120) / 60)
-    afa = setup(AFA(variant="authors"), 4)
+    afa = setup(build_method("afa", dict(variant="authors")), 4)
     for r in range(10):
         out = afa.aggregate(torch.zeros(3), received, star_info(sizes, batches, round=r))
         assert out[0].item() == pytest.approx((1 + 4 + 9) / 6)
@@ -351,11 +349,11 @@ def test_afa_authors_variant_weights_batches_and_never_blocks() -> None:
 
 
 def test_afa_state_survives_a_checkpoint() -> None:
-    afa = setup(AFA(), 5)
+    afa = setup(build_method("afa", {}), 5)
     received = torch.tensor(SYMMETRIC, dtype=torch.float32)
     for r in range(3):
         afa.aggregate(torch.zeros(3), received, star_info([10] * 5, round=r))
-    resumed = setup(AFA(), 5)
+    resumed = setup(build_method("afa", {}), 5)
     resumed.load_state_dict(roundtrip(afa.state_dict()))
     for r in range(3, 7):
         afa.aggregate(torch.zeros(3), received, star_info([10] * 5, round=r))
@@ -414,7 +412,7 @@ def test_asmr_gap_split_by_hand() -> None:
     # (mean distance (2 sin 90 + 2 sin 85 + 2 sin 80)/3 = 1.9870 vs <= 1.0 for the others), so its
     # outlier factor is alone below the largest gap.
     received = angles(0, 10, 20, 180)
-    asmr = setup(ASMR(), 4)
+    asmr = setup(build_method("asmr", {}), 4)
     out = asmr.aggregate(torch.zeros(2), received, star_info([1] * 4))
     assert asmr.flagged == [[3]]
     np.testing.assert_allclose(out.numpy(), received[:3].double().mean(dim=0).numpy(), rtol=1e-6)
@@ -424,7 +422,7 @@ def test_asmr_variants_split_differently_against_numpy() -> None:
     received = angles(3, 7, 49, 115, 146)
     for variant, expected in (("paper", [4]), ("authors", [0, 1, 3, 4])):
         assert asmr_reference(received.double().numpy(), variant) == expected
-        asmr = setup(ASMR(variant=variant), 5)
+        asmr = setup(build_method("asmr", dict(variant=variant)), 5)
         out = asmr.aggregate(torch.zeros(2), received, star_info([1] * 5))
         assert asmr.flagged == [expected]
         benign = [k for k in range(5) if k not in expected]
@@ -435,7 +433,7 @@ def test_asmr_variants_split_differently_against_numpy() -> None:
 
 @pytest.mark.parametrize("variant", ["paper", "authors"])
 def test_asmr_removes_nobody_when_all_factors_are_equal(variant: str) -> None:
-    asmr = setup(ASMR(variant=variant), 3)
+    asmr = setup(build_method("asmr", dict(variant=variant)), 3)
     asmr.aggregate(torch.zeros(2), rows([1, 0], [0, 1]), star_info([1] * 2))
     asmr.aggregate(torch.zeros(2), rows([1, 0], [3, 0], [0.5, 0]), star_info([1] * 3))
     assert asmr.flagged == [[], []]  # two models; three parallel ones (all distances 0)
@@ -477,7 +475,7 @@ def test_cfl_bipartitions_when_both_criteria_hold() -> None:
     # mean update (0, 0.025, 0.025): norm 0.035 < eps1; max update norm 1.005 > eps2 -> split
     # cos(u0, u1) = 0.995, cos(u2, u3) = 0.995, cross similarities <= -0.99 -> {0, 1}, {2, 3}
     g = torch.tensor([0.5, 0.5, 0.5])
-    cfl = setup(CFL(eps1=0.4, eps2=0.5), 4)
+    cfl = setup(build_method("cfl", dict(eps1=0.4, eps2=0.5)), 4)
     out = cfl.aggregate(g, g + UPDATES, star_info([1] * 4))
     assert cfl.clusters == [[0, 1], [2, 3]]
     first = [1.5, 0.55, 0.5]  # g + mean of u0, u1
@@ -499,7 +497,7 @@ def test_cfl_bipartitions_when_both_criteria_hold() -> None:
 def test_cfl_keeps_one_cluster_when_the_mean_update_is_large() -> None:
     g = torch.zeros(3)
     updates = rows([1, 0, 0], [3, 0, 0], [2, 1, 0], [1, -1, 0])
-    cfl = setup(CFL(eps1=0.4, eps2=0.5), 4)
+    cfl = setup(build_method("cfl", dict(eps1=0.4, eps2=0.5)), 4)
     out = cfl.aggregate(g, g + updates, star_info([1, 1, 2, 4]))
     # weighted mean update (1 + 3 + 4 + 4, 0 + 0 + 2 - 4, 0) / 8 has norm 1.52 > eps1
     np.testing.assert_allclose(out.numpy(), [12 / 8, -2 / 8, 0], rtol=1e-6)
@@ -508,9 +506,9 @@ def test_cfl_keeps_one_cluster_when_the_mean_update_is_large() -> None:
 
 def test_cfl_clusters_persist_across_rounds_and_checkpoints() -> None:
     g = torch.zeros(3)
-    cfl = setup(CFL(eps1=0.4, eps2=0.5), 4)
+    cfl = setup(build_method("cfl", dict(eps1=0.4, eps2=0.5)), 4)
     cfl.aggregate(g, g + UPDATES, star_info([1] * 4, round=0))
-    resumed = setup(CFL(eps1=0.4, eps2=0.5), 4)
+    resumed = setup(build_method("cfl", dict(eps1=0.4, eps2=0.5)), 4)
     resumed.load_state_dict(roundtrip(cfl.state_dict()))
     assert resumed.clusters == [[0, 1], [2, 3]]
     # round 2: each cluster gets its own members' updates relative to its own model
@@ -541,7 +539,7 @@ def test_cfl_authors_majority_filter_matches_scikit_learn() -> None:
         labels = AgglomerativeClustering(n_clusters=2, linkage="complete").fit(features).labels_
         ones = [k for k in range(n) if labels[k] == 1]
         benign = ones if len(ones) > n // 2 else [k for k in range(n) if labels[k] == 0]
-        cfl = setup(CFL(variant="authors"), n)
+        cfl = setup(build_method("cfl", dict(variant="authors")), n)
         received = torch.tensor(vectors, dtype=torch.float32)
         out = cfl.aggregate(torch.zeros(8), received, star_info([1] * n))
         assert cfl.history == [benign]
@@ -556,7 +554,7 @@ def test_ditto_personal_update_with_persistent_optimizer_state() -> None:
     model = linear_model(2)
     layout = ParamLayout.of(model)
     w0 = layout.flatten(model).numpy().astype(np.float64)
-    ditto = setup(Ditto(lam=0.7), 1)
+    ditto = setup(build_method("ditto", dict(lam=0.7)), 1)
 
     # round 0: the personal model starts at w^0 (the proximal gradient vanishes)
     training = linear_context(model, X, Y, torch.tensor(w0, dtype=torch.float32), cfg)
@@ -567,7 +565,7 @@ def test_ditto_personal_update_with_persistent_optimizer_state() -> None:
     np.testing.assert_allclose(layout.flatten(model).numpy(), v1, rtol=1e-5)  # global copy too
 
     # round 1 (after a checkpoint): new global w^1; SGD momentum buffer g0 carries over
-    resumed = setup(Ditto(lam=0.7), 1)
+    resumed = setup(build_method("ditto", dict(lam=0.7)), 1)
     resumed.load_state_dict(roundtrip(ditto.state_dict()))
     w1 = w0 + np.array([0.3, -0.2, 0.1, 0.0, 0.25, -0.4])
     layout.load(model, torch.tensor(w1, dtype=torch.float32))
@@ -588,7 +586,7 @@ def test_ditto_personal_update_with_persistent_optimizer_state() -> None:
 
 
 def test_ditto_authors_variant_evaluates_the_global_model() -> None:
-    ditto = setup(Ditto(variant="authors"), 3)
+    ditto = setup(build_method("ditto", dict(variant="authors")), 3)
     received = rows([1.0], [2.0], [6.0])
     out = ditto.aggregate(torch.zeros(1), received, star_info([10, 10, 10], [1, 1, 2]))
     assert out.item() == pytest.approx((1 + 2 + 12) / 4)
@@ -617,7 +615,7 @@ BALANCE_PEERS = rows([3, 5], [4, 4], [3, 5.3], [3, 6.6], [float("nan"), 0], [BIG
 def test_balance_by_hand(
     variant: str, round: int, expected: list[float], selected: list[int]
 ) -> None:
-    balance = setup(Balance(variant=variant), 6, rounds=4)
+    balance = setup(build_method("balance", dict(variant=variant)), 6, rounds=4)
     result = balance.aggregate_client(
         PeerView(
             round, 0, torch.tensor([3.0, 4.0]), [1, 2, 3, 4, 5, 6], BALANCE_PEERS, no_evaluator()
@@ -636,7 +634,7 @@ SC_PEERS = rows([3, 4], [1, 0], [0, 2], [6, 8])
 def test_scclip_remove_then_clip_by_hand() -> None:
     # own 0: distances 5, 1, 2, 10; b = 2 removes (6, 8) and (3, 4); tau^2 = (1 + 4)/2 = 2.5;
     # (0, 2) is clipped to (0, sqrt 2.5); x <- 0 + ((1, 0) + (0, 1.5811)) / 5
-    scclip = setup(SCClip(b=2), 5)
+    scclip = setup(build_method("scclip", dict(b=2)), 5)
     result = scclip.aggregate_client(
         PeerView(0, 0, torch.zeros(2), [1, 2, 3, 4], SC_PEERS, no_evaluator())
     )
@@ -647,7 +645,7 @@ def test_scclip_remove_then_clip_by_hand() -> None:
 
 def test_scclip_fixed_radius_clips_differences_around_the_own_model() -> None:
     own = torch.tensor([1.0, 1.0])
-    result = setup(SCClip(b=0, tau=0.5), 5).aggregate_client(
+    result = setup(build_method("scclip", dict(b=0, tau=0.5)), 5).aggregate_client(
         PeerView(0, 0, own, [1, 2, 3, 4], SC_PEERS, no_evaluator())
     )
     diffs = SC_PEERS.double().numpy() - 1.0
@@ -661,7 +659,7 @@ def test_scclip_authors_clips_whole_models_at_the_second_largest_distance() -> N
     tau = sorted(np.linalg.norm(peers - own, axis=1))[-2]  # sqrt(13)
     assert tau == pytest.approx(math.sqrt(13))
     clipped = [p * min(1.0, tau / np.linalg.norm(p)) for p in peers]
-    result = setup(SCClip(variant="authors"), 5).aggregate_client(
+    result = setup(build_method("scclip", dict(variant="authors")), 5).aggregate_client(
         PeerView(
             0, 0, torch.tensor(own, dtype=torch.float32), [1, 2, 3, 4], SC_PEERS, no_evaluator()
         )
@@ -706,17 +704,17 @@ def test_rejecting_star_methods_never_take_garbage(name: str, params: dict[str, 
 def test_cfl_ignores_non_finite_models() -> None:
     benign, received = star_garbage()
     non_finite = received[:6]  # four benign, NaN, Inf
-    cfl = setup(CFL(), 6)  # the benign mean update is large: no split
+    cfl = setup(build_method("cfl", {}), 6)  # the benign mean update is large: no split
     out = cfl.aggregate(torch.zeros(3), non_finite, star_info([10] * 6))
     np.testing.assert_allclose(out.numpy(), benign.double().mean(dim=0).numpy(), rtol=1e-6)
-    split = setup(CFL(eps1=1e40, eps2=0.0), 6)  # forced split
+    split = setup(build_method("cfl", dict(eps1=1e40, eps2=0.0)), 6)  # forced split
     split.aggregate(torch.zeros(3), non_finite, star_info([10] * 6))
     assert all(bool(torch.isfinite(m).all()) for m in split.models)
     assert sorted(k for c in split.clusters for k in c) == list(range(6))
     halves = split.splits[0]["halves"]
     larger = max(halves, key=len)
     assert {4, 5} <= set(larger)  # the absent models join the larger half
-    authors = setup(CFL(variant="authors"), 6)
+    authors = setup(build_method("cfl", dict(variant="authors")), 6)
     out = authors.aggregate(torch.zeros(3), non_finite, star_info([10] * 6))
     assert bool(torch.isfinite(out).all())
 
@@ -726,9 +724,9 @@ def test_cfl_survives_enormous_models() -> None:
     # so (as in the paper) it is averaged in: no crash, no NaN
     _, received = star_garbage()
     for method in (
-        setup(CFL(), 7),
-        setup(CFL(eps1=1e40, eps2=0.0), 7),
-        setup(CFL(variant="authors"), 7),
+        setup(build_method("cfl", {}), 7),
+        setup(build_method("cfl", dict(eps1=1e40, eps2=0.0)), 7),
+        setup(build_method("cfl", dict(variant="authors")), 7),
     ):
         out = method.aggregate(torch.zeros(3), received, star_info([10] * 7))
         assert not bool(torch.isnan(out).any())
@@ -736,7 +734,7 @@ def test_cfl_survives_enormous_models() -> None:
 
 def test_non_rejecting_star_methods_do_not_crash_on_garbage() -> None:
     _, received = star_garbage()
-    for method in (setup(FedProx(), 7), setup(Ditto(), 7)):
+    for method in (setup(build_method("fedprox", {}), 7), setup(build_method("ditto", {}), 7)):
         out = method.aggregate(torch.zeros(3), received, star_info([10] * 7))
         assert out.shape == (3,)  # plain averaging: NaN in, NaN out, no exception
 
@@ -744,10 +742,13 @@ def test_non_rejecting_star_methods_do_not_crash_on_garbage() -> None:
 @pytest.mark.parametrize(
     ("method", "taken"),
     [
-        (Balance(), []),
-        (Balance(variant="authors"), []),
-        (SCClip(b=3), []),
-        (SCClip(variant="authors"), [6]),  # the enormous model, rescaled to a small norm
+        (build_method("balance", {}), []),
+        (build_method("balance", dict(variant="authors")), []),
+        (build_method("scclip", dict(b=3)), []),
+        (
+            build_method("scclip", dict(variant="authors")),
+            [6],
+        ),  # the enormous model, rescaled to a small norm
     ],
     ids=["balance", "balance_authors", "scclip", "scclip_authors"],
 )
@@ -766,13 +767,17 @@ def test_p2p_methods_never_take_garbage(method: Any, taken: list[int]) -> None:
 def test_scclip_with_too_small_b_still_drops_non_finite_models() -> None:
     own = torch.tensor(BENIGN[0])
     received = rows(*BENIGN[1:], *GARBAGE[:2])
-    result = setup(SCClip(b=1), 6).aggregate_client(
+    result = setup(build_method("scclip", dict(b=1)), 6).aggregate_client(
         PeerView(0, 0, own, [1, 2, 3, 4, 5], received, no_evaluator())
     )
     assert bool(torch.isfinite(result.vector).all()) and result.selected == [1, 2, 3]
 
 
-@pytest.mark.parametrize("method", [FedProx(mu=0.1), Ditto(lam=0.5)], ids=["fedprox", "ditto"])
+@pytest.mark.parametrize(
+    "method",
+    [build_method("fedprox", dict(mu=0.1)), build_method("ditto", dict(lam=0.5))],
+    ids=["fedprox", "ditto"],
+)
 def test_local_training_against_a_non_finite_global_model_does_not_crash(method: Any) -> None:
     cfg = {"optimizer": "adam", "lr": 0.01, "batch_size": 2, "local_epochs": 1}
     model = linear_model()

@@ -9,11 +9,11 @@ import pytest
 import torch
 from helpers.method_inputs import star_round
 
-from benchlib.methods.cfl import CFL
+from benchlib.methods.base import build_method
 
 
 def test_cfl_records_the_update_norms_of_its_split_test() -> None:
-    cfl = CFL(eps1=0.0, eps2=0.0)
+    cfl = build_method("cfl", dict(eps1=0.0, eps2=0.0))
     cfl.setup(3, 10, seed=0)
     g0 = torch.zeros(2)
     received = torch.tensor([[3.0, 4.0], [0.0, 1.0], [0.0, 1.0]])
@@ -29,7 +29,7 @@ def test_cfl_relative_thresholds_are_in_units_of_the_median_update_norm(relative
     # two opposite groups: mean update (0, 0.5) has norm 0.5, every client norm is about 10;
     # absolute eps1 = 0.4 never sees a stationary point, relative 0.4 * 10 = 4 does, and the
     # largest norm 10.05 > 1.0 * median
-    cfl = CFL(eps1=0.4, eps2=1.0, relative=relative)
+    cfl = build_method("cfl", dict(eps1=0.4, eps2=1.0, relative=relative))
     cfl.setup(4, 10, seed=0)
     received = torch.tensor([[10.0, 1.0], [10.0, 0.0], [-10.0, 1.0], [-10.0, 0.0]])
     cfl.aggregate(torch.zeros(2), received, star_round(0, 4))

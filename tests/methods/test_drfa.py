@@ -103,7 +103,9 @@ def test_paper_variant_round_by_hand():
 
 
 def test_authors_variant_aggregation_and_uniform_dual_set():
-    method = DRFA(variant="authors", clients_per_round=2, dual_clients=2, gamma=0.0)
+    method = build_method(
+        "drfa", dict(variant="authors", clients_per_round=2, dual_clients=2, gamma=0.0)
+    )
     method.setup(4, 10, seed=3)
     rng = np.random.default_rng(2)
     chosen = method.participants(0, [0, 1, 2, 3], rng)
@@ -122,12 +124,12 @@ def test_authors_variant_aggregation_and_uniform_dual_set():
 
 
 def test_state_round_trip_and_bad_variant():
-    method = DRFA()
+    method = build_method("drfa", {})
     method.setup(3, 5, seed=0)
     method._start([0, 1, 2])
     method.weights = np.array([0.2, 0.3, 0.5])
     method.lambda_history = [[0.2, 0.3, 0.5]]
-    other = DRFA()
+    other = build_method("drfa", {})
     other.setup(3, 5, seed=0)
     other.load_state_dict(method.state_dict())
     assert np.allclose(other.weights, [0.2, 0.3, 0.5]) and other.summary() == method.summary()
@@ -139,11 +141,10 @@ def test_tfl_with_q_zero_takes_drfas_lambda_step():
     """Issue 24 item 9: one dual step size for both (tau * gamma * decay^(s+1)). TFL with q = 0
     (prior never learned: uniform) and DRFA with U = every client see the same losses and
     local steps, so their lambdas agree round after round."""
-    from benchlib.methods.tfl import TFL
 
     losses = {0: 0.2, 1: 0.5, 2: 0.9, 3: 0.4}
-    drfa = DRFA(gamma=0.1, gamma_decay=0.9, dual_clients=4)
-    tfl = TFL(q=0.0, lr_lambda=0.1, lr_decay=0.9, update_every=100)
+    drfa = build_method("drfa", dict(gamma=0.1, gamma_decay=0.9, dual_clients=4))
+    tfl = build_method("tfl", dict(q=0.0, lr_lambda=0.1, lr_decay=0.9, update_every=100))
     for method in (drfa, tfl):
         method.setup(4, 10, seed=5)
     for r in range(3):
@@ -157,7 +158,7 @@ def test_tfl_with_q_zero_takes_drfas_lambda_step():
     lam = np.maximum(lam, 1e-3) / np.maximum(lam, 1e-3).sum()
     assert np.allclose(tfl.summary()["lambda"][0], lam, atol=1e-6)
     # without local_step_scale TFL drops tau (the former schedule): a smaller step
-    plain = TFL(q=0.0, update_every=100, local_step_scale=False)
+    plain = build_method("tfl", dict(q=0.0, update_every=100, local_step_scale=False))
     plain.setup(4, 10, seed=5)
     plain.participants(0, [0, 1, 2, 3], np.random.default_rng(0))
     plain._counts = {c: 1 for c in range(4)}
@@ -170,7 +171,7 @@ def test_dual_set_holds_m_clients_even_when_one_client_was_drawn():
     """Issue 24 (Table 4 diagnosis): U holds m clients (m = N by default), however few distinct
     clients the draws by lambda hit. Before, |U| was the distinct participants: with lambda on
     one client, U was one random client and v = N * its loss took all the mass."""
-    method = DRFA(gamma=0.1, gamma_decay=1.0)
+    method = build_method("drfa", dict(gamma=0.1, gamma_decay=1.0))
     method.setup(4, 10, seed=1)
     method.participants(0, [0, 1, 2, 3], np.random.default_rng(0))
     method._counts = {2: 4}  # all four draws hit client 2
@@ -216,7 +217,7 @@ def test_lambda_starts_uniform_or_proportional_to_the_training_sizes(name):
 
 
 def test_a_sizes_start_without_sizes_is_an_error():
-    method = DRFA(lambda_start="sizes")
+    method = build_method("drfa", dict(lambda_start="sizes"))
     method.setup(3, 10, seed=0)
     with pytest.raises(BenchlibError, match="the engine gave no training-set sizes"):
         method.participants(0, [0, 1, 2], np.random.default_rng(0))

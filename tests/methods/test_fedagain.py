@@ -39,7 +39,7 @@ def test_paper_example_trust_ratio():
 
 
 def test_aggregate_by_hand_with_a_broken_client():
-    method = FedAgain()
+    method = build_method("fedagain", {})
     method.setup(3, 1, 0)
     global_vector = torch.zeros(2)
     # D = 5, 1, inf; E = 0.1, 1.0, 0.2 -> T = 1000/501, 1000/1001, 0
@@ -53,13 +53,13 @@ def test_aggregate_by_hand_with_a_broken_client():
     assert log["E"] == pytest.approx([0.1, 1.0, 0.2])
     assert log["T"] == pytest.approx([1000 / 501, 1000 / 1001, 0.0], rel=1e-12)
     assert log["w"] == pytest.approx([1001 / 1502, 501 / 1502, 0.0], rel=1e-12)
-    restored = FedAgain()
+    restored = build_method("fedagain", {})
     restored.load_state_dict(method.state_dict())
     assert restored.summary() == method.summary()
 
 
 def test_no_trusted_client_keeps_the_global_model():
-    method = FedAgain()
+    method = build_method("fedagain", {})
     method.setup(2, 1, 0)
     global_vector = torch.tensor([1.0, 2.0])
     received = torch.tensor([[float("inf"), 0.0], [5.0, 5.0]])
@@ -136,7 +136,7 @@ def test_parameter_mask_leaves_out_batchnorm_buffers():
 
 def _fedagain_round(received: torch.Tensor) -> tuple[FedAgain, torch.Tensor]:
     training = _Training(_bn_model(), [0.1, 1.0])
-    method = FedAgain()
+    method = build_method("fedagain", {})
     method.setup(2, 1, 0)
     reports = [method.client_report(training, c, 0) for c in range(2)]
     info = StarRound(

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from benchlib.methods.base import StarRound, build_method
-from benchlib.methods.bulyan import Bulyan, bulyan_select, largest_f, trimmed_around_median
+from benchlib.methods.bulyan import bulyan_select, largest_f, trimmed_around_median
 from benchlib.methods.fedmedian import coordinate_median
 
 
@@ -28,8 +28,8 @@ def test_median_odd_and_even_unweighted():
 def test_largest_f_and_the_feasibility_error():
     assert [largest_f(n) for n in (3, 6, 7, 10, 11, 20)] == [0, 0, 1, 1, 2, 4]
     with pytest.raises(Exception, match=r"n >= 4f \+ 3.*at least 11 but 10 clients.*f <= 1"):
-        Bulyan(f=2).setup(10, 1, 0)
-    Bulyan(f=1).setup(7, 1, 0)
+        build_method("bulyan", dict(f=2)).setup(10, 1, 0)
+    build_method("bulyan", dict(f=1)).setup(7, 1, 0)
 
 
 def test_bulyan_by_hand_seven_models_f1():
@@ -46,7 +46,7 @@ def test_bulyan_by_hand_seven_models_f1():
     # round 5 (4, 50, -40): r = 3, max(0, 1) = 1 neighbour: 4: 44^2 = 1936, 50: 46^2,
     #   -40: 44^2 -> tie of 4 and -40, the lower index (4) wins
     assert bulyan_select(squared, 1, 5) == [2, 1, 3, 0, 4]
-    method = Bulyan()
+    method = build_method("bulyan", {})
     method.setup(7, 1, 0)
     out = method.aggregate(torch.zeros(1), values, _info(7))
     # selected values 2, 1, 3, 0, 4: median 2; the 3 closest to it: 2, 1, 3 -> mean 2.0
@@ -63,7 +63,7 @@ def test_trimmed_mean_around_median_per_coordinate():
 
 def test_bulyan_f0_is_the_plain_mean():
     rows = torch.tensor([[1.0, 2.0], [3.0, 4.0], [8.0, -6.0]])
-    method = Bulyan(f=0)
+    method = build_method("bulyan", dict(f=0))
     method.setup(3, 1, 0)
     assert method.aggregate(torch.zeros(2), rows, _info(3)).tolist() == pytest.approx([4.0, 0.0])
 

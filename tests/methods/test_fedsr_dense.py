@@ -18,7 +18,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from benchlib.errors import BenchlibError
-from benchlib.methods.fedsr import DENSE_Z_DIM, FedSR, fedsr_regularisers
+from benchlib.methods.base import build_method
+from benchlib.methods.fedsr import DENSE_Z_DIM, fedsr_regularisers
 from benchlib.models import build_model
 from benchlib.models.tfl import FedSRNet, FedSRSegNet
 from benchlib.tasks import get_task
@@ -113,7 +114,7 @@ def unet_builder(size: int = 32):
 
 def test_dense_head_on_the_real_unet_trains_with_the_task_loss():
     torch.manual_seed(0)
-    method = FedSR(dense=True, cmi=0.5)
+    method = build_method("fedsr", dict(dense=True, cmi=0.5))
     model = method.build_model(unet_builder(), 4)
     assert isinstance(model, FedSRSegNet) and model.z_dim == DENSE_Z_DIM == 64
     assert model.backbone.final_conv.out_channels == 2 * 64
@@ -147,19 +148,27 @@ def test_dense_head_on_the_real_unet_trains_with_the_task_loss():
 def test_the_head_follows_dense_or_the_task():
     build = unet_builder()
     segmentation, classification = get_task("segmentation"), get_task("classification")
-    assert isinstance(FedSR(dense=True).build_model(build, 4), FedSRSegNet)
-    assert isinstance(FedSR().build_model(build, 4, task=segmentation), FedSRSegNet)
-    dense = FedSR(z_dim=8).build_model(build, 4, task=segmentation)
+    assert isinstance(build_method("fedsr", dict(dense=True)).build_model(build, 4), FedSRSegNet)
+    assert isinstance(
+        build_method("fedsr", {}).build_model(build, 4, task=segmentation), FedSRSegNet
+    )
+    dense = build_method("fedsr", dict(z_dim=8)).build_model(build, 4, task=segmentation)
     assert isinstance(dense, FedSRSegNet) and dense.z_dim == 8
-    linear = FedSR().build_model(lambda n: nn.Linear(6, n), 3, task=classification)
+    linear = build_method("fedsr", {}).build_model(
+        lambda n: nn.Linear(6, n), 3, task=classification
+    )
     assert isinstance(linear, FedSRNet) and linear.backbone.out_features == 2 * 512
-    assert isinstance(FedSR().build_model(lambda n: nn.Linear(6, n), 3), FedSRNet)
+    assert isinstance(build_method("fedsr", {}).build_model(lambda n: nn.Linear(6, n), 3), FedSRNet)
     # the per-sample head on a segmentation model names the fix
-    per_sample = FedSR(z_dim=4, dense=False).build_model(build, 4, task=segmentation)
+    per_sample = build_method("fedsr", dict(z_dim=4, dense=False)).build_model(
+        build, 4, task=segmentation
+    )
     with pytest.raises(BenchlibError, match="set the method's parameter dense: true"):
         per_sample(torch.zeros(1, 4, 32, 32))
     with pytest.raises(BenchlibError, match=r"must output \[N, 8, H, W\] maps"):
-        FedSR(z_dim=4, dense=True).build_model(lambda n: nn.Linear(6, n), 3)(torch.zeros(2, 6))
+        build_method("fedsr", dict(z_dim=4, dense=True)).build_model(lambda n: nn.Linear(6, n), 3)(
+            torch.zeros(2, 6)
+        )
 
 
 # -------------------------------------------------------------------------- whole chain

@@ -254,7 +254,7 @@ def test_tfl_round_by_hand():
     assert np.allclose(method.summary()["lambda"][0], expected, atol=1e-6)
     assert expected[1] > expected[0]  # equal losses: the central client gains weight
     # checkpoint round trip keeps the state
-    again = TFL(update_every=1)
+    again = build_method("tfl", dict(update_every=1))
     again.setup(4, 10, seed=0)
     again.load_state_dict(roundtrip(method.state_dict()))
     assert again.summary() == method.summary()
@@ -262,7 +262,7 @@ def test_tfl_round_by_hand():
 
 
 def test_tfl_partial_embedding_uses_last_entries():
-    method = TFL(update_every=1, embedding_last=1)
+    method = build_method("tfl", dict(update_every=1, embedding_last=1))
     method.setup(3, 5, seed=0)
     method._start([0, 1, 2])
     method._counts = {0: 1, 1: 1, 2: 1}
@@ -275,7 +275,7 @@ def test_tfl_partial_embedding_uses_last_entries():
 
 
 def test_tfl_updates_the_graph_every_f_rounds_only():
-    method = TFL(update_every=2)
+    method = build_method("tfl", dict(update_every=2))
     method.setup(3, 5, seed=0)
     training = FakeTraining({0: 0.5, 1: 0.5, 2: 0.5})
     received = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]])
@@ -327,7 +327,7 @@ def _bn_model() -> torch.nn.Module:
 
 
 def _tfl_topology(received: torch.Tensor, **params: Any) -> dict[str, Any]:
-    method = TFL(update_every=1, **params)
+    method = build_method("tfl", dict(update_every=1, **params))
     method.setup(3, 5, seed=0)
     method._start([0, 1, 2])
     method._counts = {0: 1, 1: 1, 2: 1}

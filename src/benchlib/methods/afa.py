@@ -72,18 +72,17 @@ class AFA(StarMethod):
 
     def __init__(
         self,
-        xi0: float = 2.0,
-        delta_xi: float | None = None,
-        alpha0: float = 3.0,
-        beta0: float = 3.0,
-        block_threshold: float = 0.95,
-        variant: str = "paper",
+        *,
+        xi0: float,
+        delta_xi: float,
+        alpha0: float,
+        beta0: float,
+        block_threshold: float,
+        variant: str,
     ) -> None:
         self.variant = variant
         self.xi0 = float(xi0)
-        self.delta_xi = (
-            (0.5 if variant == "paper" else 0.25) if delta_xi is None else float(delta_xi)
-        )
+        self.delta_xi = float(delta_xi)
         self.alpha0, self.beta0 = float(alpha0), float(beta0)
         self.block_threshold = float(block_threshold)
         require(self.xi0 >= 0 and self.delta_xi > 0, "afa: need xi0 >= 0 and delta_xi > 0")

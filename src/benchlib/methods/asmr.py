@@ -64,14 +64,10 @@ class ASMR(StarMethod):
     name = "asmr"
     description = "star; removes clients below the largest gap of angular outlier factors"
 
-    def __init__(self, momentum: float | None = None, variant: str = "paper") -> None:
-        require(
-            momentum is None or 0 <= float(momentum) < 1,
-            f"asmr: momentum must be in [0, 1), got {momentum}",
-        )
+    def __init__(self, *, momentum: float, variant: str) -> None:
+        require(0 <= float(momentum) < 1, f"asmr: momentum must be in [0, 1), got {momentum}")
         self.variant = variant
-        default = 0.7 if variant == "paper" else 0.0
-        self.beta = default if momentum is None else float(momentum)
+        self.beta = float(momentum)
         self.flagged: list[list[int]] = []
         self.momentum: torch.Tensor | None = None
 

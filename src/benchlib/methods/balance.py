@@ -34,9 +34,7 @@ class Balance(P2PMethod):
     name = "balance"
     description = "P2P; accept peers within a shrinking distance of the own model, then mix"
 
-    def __init__(
-        self, gamma: float = 0.3, kappa: float = 1.0, alpha: float = 0.5, variant: str = "paper"
-    ) -> None:
+    def __init__(self, *, gamma: float, kappa: float, alpha: float, variant: str) -> None:
         self.variant = variant
         self.gamma, self.kappa, self.alpha = float(gamma), float(kappa), float(alpha)
         require(self.gamma >= 0, f"balance: gamma must be >= 0, got {self.gamma}")

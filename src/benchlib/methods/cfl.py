@@ -117,9 +117,7 @@ class CFL(StarMethod):
     name = "cfl"
     description = "star; clustered FL: cosine bi-partitioning of updates, one model per cluster"
 
-    def __init__(
-        self, eps1: float = 0.4, eps2: float = 1.6, relative: bool = False, variant: str = "paper"
-    ) -> None:
+    def __init__(self, *, eps1: float, eps2: float, relative: bool, variant: str) -> None:
         self.variant = variant
         self.eps1, self.eps2 = float(eps1), float(eps2)
         self.relative = bool(relative)

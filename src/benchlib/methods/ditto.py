@@ -35,8 +35,8 @@ class Ditto(FedAvg):
     name = "ditto"
     description = "star; FedAvg global model + per-client personal models pulled towards it"
 
-    def __init__(self, lam: float = 0.5, variant: str = "paper") -> None:
-        super().__init__(weighting="samples" if variant == "paper" else "batches")
+    def __init__(self, *, lam: float, variant: str) -> None:
+        super().__init__(weighting="samples" if variant == "paper" else "batches", gamma=1.0)
         self.variant = variant
         self.lam = float(lam)
         require(self.lam >= 0.0, f"ditto: lam must be >= 0, got {self.lam}")

@@ -81,13 +81,14 @@ class DRFA(StarMethod):
 
     def __init__(
         self,
-        gamma: float = 0.1,
-        gamma_decay: float = 0.9,
-        floor: float = 1e-3,
-        clients_per_round: int = 0,
-        dual_clients: int = 0,
-        variant: str = "paper",
-        lambda_start: str = "uniform",
+        *,
+        gamma: float,
+        gamma_decay: float,
+        floor: float,
+        clients_per_round: int,
+        dual_clients: int,
+        variant: str,
+        lambda_start: str,
     ) -> None:
         require(variant in ("paper", "authors"), f"drfa: unknown variant {variant!r}")
         require(gamma >= 0, f"drfa: gamma must be >= 0, got {gamma}")

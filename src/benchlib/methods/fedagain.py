@@ -64,7 +64,7 @@ class FedAgain(StarMethod):
     name = "fedagain"
     description = "star; trust-weighted mean, T_k = 1 / (E_k D_k + eps) (benchmark error x L2)"
 
-    def __init__(self, eps: float = 1e-3, benchmark_subset: str = "val") -> None:
+    def __init__(self, *, eps: float, benchmark_subset: str) -> None:
         self.eps = float(eps)
         require(self.eps > 0, f"fedagain: eps must be > 0, got {self.eps}")
         require(

@@ -36,7 +36,7 @@ class FedAvg(StarMethod):
     name = "fedavg"
     description = "star; mean of all client models weighted by training-set size"
 
-    def __init__(self, weighting: str = "samples", gamma: float = 1.0) -> None:
+    def __init__(self, *, weighting: str, gamma: float) -> None:
         require(
             weighting in ("samples", "batches", "uniform"),
             f"fedavg: weighting must be samples, batches or uniform, got {weighting!r}",
@@ -66,7 +66,7 @@ class P2PFedAvg(P2PMethod):
     name = "p2p_fedavg"
     description = "fully connected P2P; uniform mean of own and all received models"
 
-    def __init__(self, variant: str = "paper") -> None:
+    def __init__(self, *, variant: str) -> None:
         self.variant = variant
 
     def aggregate_client(self, view: PeerView) -> P2PResult:

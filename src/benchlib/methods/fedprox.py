@@ -29,8 +29,8 @@ class FedProx(FedAvg):
     name = "fedprox"
     description = "star; FedAvg with the proximal term mu/2 ||w - w_global||^2 in local training"
 
-    def __init__(self, mu: float = 0.01, weighting: str = "samples") -> None:
-        super().__init__(weighting=weighting)
+    def __init__(self, *, mu: float, weighting: str) -> None:
+        super().__init__(weighting=weighting, gamma=1.0)
         self.mu = float(mu)
         require(self.mu >= 0.0, f"fedprox: mu must be >= 0, got {self.mu}")
 

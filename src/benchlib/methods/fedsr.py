@@ -91,14 +91,15 @@ class FedSR(FedAvg):
 
     def __init__(
         self,
-        z_dim: int | None = None,
-        l2r: float = 1e-2,
-        cmi: float = 5e-4,
-        num_samples: int = 20,
-        weighting: str = "uniform",
-        dense: bool | None = None,
+        *,
+        z_dim: int | None,
+        l2r: float,
+        cmi: float,
+        num_samples: int,
+        weighting: str,
+        dense: bool | None,
     ) -> None:
-        super().__init__(weighting=weighting)
+        super().__init__(weighting=weighting, gamma=1.0)
         require(z_dim is None or z_dim >= 1, f"fedsr: z_dim must be >= 1, got {z_dim}")
         require(l2r >= 0 and cmi >= 0, "fedsr: l2r and cmi must be >= 0")
         self.z_dim = None if z_dim is None else int(z_dim)  # None: Z_DIM or DENSE_Z_DIM

@@ -48,7 +48,7 @@ class Krum(StarMethod):
     name = "krum"
     description = "star; (Multi-)Krum: mean of the m models with the lowest Krum scores"
 
-    def __init__(self, f: int | None = None, m: int = 1, variant: str = "paper") -> None:
+    def __init__(self, *, f: int | None, m: int, variant: str) -> None:
         require(f is None or int(f) >= 0, f"krum: f must be >= 0, got {f}")
         require(int(m) >= 1, f"krum: m must be >= 1, got {m}")
         require(

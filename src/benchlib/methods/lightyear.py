@@ -82,9 +82,9 @@ class Lightyear(P2PMethod):
     name = "lightyear"
     description = "P2P; agreement-score selection on local validation data, gamma^t step"
 
-    def __init__(self, tau: float | None = None, gamma: float = 0.95, variant: str = "paper"):
+    def __init__(self, *, tau: float, gamma: float, variant: str):
         self.variant = variant
-        self.tau = (0.75 if variant == "paper" else 0.6) if tau is None else float(tau)
+        self.tau = float(tau)
         self.gamma = float(gamma)
         require(0.0 <= self.tau <= 1.0, f"lightyear: tau must be in [0, 1], got {self.tau}")
         require(0.0 < self.gamma <= 1.0, f"lightyear: gamma must be in (0, 1], got {self.gamma}")

@@ -44,9 +44,7 @@ class SCClip(P2PMethod):
     name = "scclip"
     description = "P2P; remove the b farthest peers, clip the rest around the own model"
 
-    def __init__(
-        self, b: int | None = None, tau: float | None = None, variant: str = "paper"
-    ) -> None:
+    def __init__(self, *, b: int | None, tau: float | None, variant: str) -> None:
         require(b is None or int(b) >= 0, f"scclip: b must be >= 0, got {b}")
         require(tau is None or float(tau) > 0, f"scclip: tau must be > 0, got {tau}")
         require(

@@ -14,14 +14,14 @@ import pytest
 import torch
 
 from benchlib.errors import BenchlibError
-from benchlib.methods.tfl import TFL
+from benchlib.methods.base import build_method
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.tfl.tfl_similarity_figure import scale_row
 
 
 # ------------------------------------------------------------------ recording in the run
 def test_tfl_records_final_similarities_under_every_measure():
-    method = TFL(update_every=10)
+    method = build_method("tfl", dict(update_every=10))
     method.setup(4, 5, seed=0)
     method._start([0, 1, 2])
     method._counts = {0: 1, 2: 1}
@@ -35,7 +35,7 @@ def test_tfl_records_final_similarities_under_every_measure():
     assert sims["l2"][0][1] == pytest.approx(-math.sqrt(4 + 16))
     assert sims["l1"][0][1] == pytest.approx(-6.0)
     assert sims["l1"][0][0] == 0.0
-    fresh = TFL()
+    fresh = build_method("tfl", {})
     fresh.setup(3, 5, seed=0)
     assert fresh.summary()["similarities"] == {}  # nothing transmitted yet
 
@@ -291,7 +291,7 @@ def test_current_flow_centrality_by_hand():
     star[0, 1:] = star[1:, 0] = 1
     np.testing.assert_allclose(centrality(star, "current_flow"), [3, 0, 0, 0])
     np.testing.assert_allclose(centrality(np.zeros((2, 2), dtype=int), "current_flow"), [0, 0])
-    assert TFL(centrality="current_flow").centrality == "current_flow"
+    assert build_method("tfl", dict(centrality="current_flow")).centrality == "current_flow"
 
 
 def test_time_figure_refuses_a_cell_without_rounds(tmp_path):
