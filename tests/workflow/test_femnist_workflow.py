@@ -68,7 +68,7 @@ def recomputed(workdir: Path, malfunction: str, method: str, k: int) -> str:
     return f"{100 * accuracy.mean():.1f} $\\pm$ {100 * accuracy.std(ddof=0):.1f}"
 
 
-def test_four_tables_laid_out_like_the_paper(sample_run):
+def test_tables_laid_out_like_the_paper(sample_run):
     workdir, raw = sample_run
     note = raw["experiments"]["femnist_sample"]["caption_note"]
     for malfunction in MALFUNCTIONS:
