@@ -42,14 +42,15 @@ demo-digest: $(STAMP)
 	benchlib digest results/runs/mnist5k --out $(DEMO_DIGEST) \
 	  --description "make demo (config/demo.yaml), portable CPU kernels, 1 thread per cell"
 
-# Tests run on $(CORES) workers, each test module on one worker (--dist loadfile keeps a module's
-# fixtures, e.g. the local SLURM cluster, in one process): 19 minutes on 2 cores instead of 30.
+# Tests run on $(CORES) workers, each test module on one worker (its fixtures, e.g. the local SLURM
+# cluster, stay in one process). tests/conftest.py groups the modules that read one shared workflow
+# run onto one worker (built once) and hands out the heavy groups first (--no-loadscope-reorder).
 test: $(STAMP)
-	pytest -ra --durations=15 -n $(CORES) --dist loadfile
+	pytest -ra --durations=15 -n $(CORES) --dist loadfile --no-loadscope-reorder
 
 # The quick loop while editing: unit tests only (no workflow, SLURM or slow subprocess tests).
 test-fast: $(STAMP)
-	pytest -ra --durations=10 -n $(CORES) --dist loadfile -m "not workflow and not slurm and not slow"
+	pytest -ra --durations=10 -n $(CORES) --dist loadfile --no-loadscope-reorder -m "not workflow and not slurm and not slow"
 
 lint: $(STAMP)
 	ruff check src tests

@@ -35,6 +35,58 @@ VENV_BIN = REPO / ".venv" / "bin"
 torch.set_num_threads(1)
 
 
+# ------------------------------------------------------------------------------------------
+# Scheduling under `make test` (pytest-xdist, --dist loadfile --no-loadscope-reorder). A session
+# fixture is built once per worker process, so the modules that read one of the shared workflow
+# runs below go to one worker together, which builds the run once for all of them. Every other
+# module is a work unit of its own (its fixtures stay in one process). Workers take units in
+# collection order: the heavy ones are put first, and the many short unit-test modules fill the
+# gaps at the end. tests/test_scheduling.py checks SHARED_RUN_MODULES against the fixtures' users.
+SHARED_RUN_MODULES = {
+    "tests/workflow/test_workflow_smoke.py": "smoke_run",
+    "tests/report/test_report_browser.py": "smoke_run",
+    "tests/workflow/test_slurm_workflow.py": "ops_reference_run",
+    "tests/workflow/test_resume.py": "ops_reference_run",
+    "tests/workflow/test_resource_benchmarks.py": "ops_reference_run",
+    "tests/test_status.py": "ops_reference_run",
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """--dist loadfile, with the modules of one shared run in one work unit."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedRunScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return SHARED_RUN_MODULES.get(module, module)
+
+    return SharedRunScheduling(config, log)
+
+
+def _unit_rank(items: list[pytest.Item]) -> int:
+    """0: reads a shared run; 1: runs Snakemake or SLURM; 2: other slow tests; 3: the rest."""
+    if items[0].nodeid.split("::")[0] in SHARED_RUN_MODULES:
+        return 0
+    marks = {mark.name for item in items for mark in item.iter_markers()}
+    if marks & {"workflow", "slurm"}:
+        return 1
+    return 2 if "slow" in marks else 3
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):  # only on xdist workers: a plain run keeps its order
+        return
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        units.setdefault(SHARED_RUN_MODULES.get(module, module), []).append(item)
+    ordered = sorted(units.values(), key=_unit_rank)  # stable: collection order within a rank
+    items[:] = [item for unit in ordered for item in unit]
+
+
 def tool_env() -> dict[str, str]:
     """Environment for subprocesses: the project's venv first on PATH, CPU device."""
     env = dict(os.environ)

@@ -1,7 +1,7 @@
 """Every registered method, driven by the registry (never a hand-kept list): each variant trains
-2 rounds through the real engine, and (once per method) a run stopped after round 1 and
-resumed from its checkpoint writes the same numbers. A plugin's methods are registered methods
-too: the plugin test runs this module where the example plugin is installed."""
+2 rounds through the real engine, and (once per method) a run stopped after round 1 and resumed
+from its checkpoint writes the same metrics.json, byte for byte. A plugin's methods are registered
+methods too: the plugin test runs this module where the example plugin is installed."""
 
 from __future__ import annotations
 
@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from helpers.paths import REPO
+from helpers.tiny_cells import TINY_CELL, tiny_config
 
-from benchlib.config import Cell, Config
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store
 from benchlib.fl.engine import run_cell
+from benchlib.methods.base import P2PMethod, get_method_class
 from benchlib.methods.catalog import METHODS
 
 pytestmark = pytest.mark.slow  # trains every method through the engine
@@ -30,16 +29,6 @@ CASES = [
 ]
 CASES_BY_NAME = {name: METHODS.get(name).variants or ("paper",) for name in METHODS.names()}
 NUMBERS = ("clients", "history", "malicious_clients", "method_summary")
-
-
-def tiny_config(name: str, variant: str) -> Config:
-    """The smoke set-up (mnist5k, 4 clients, narrow CNN), 2 rounds, client 0 under ANA."""
-    raw = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
-    params = {"variant": variant} if METHODS.get(name).variants else {}
-    raw["methods"] = {"m": {"method": name, "label": name, "params": params}}
-    experiment = raw["experiments"]["smoke"]
-    experiment.update(methods=["m"], malfunctions=["ana"], k=[1])
-    return Config(raw)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +44,7 @@ def prepared(mnist_store: Path, tmp_path_factory: pytest.TempPathFactory) -> tup
 @pytest.mark.parametrize(("name", "variant"), CASES, ids=[f"{n}-{v}" for n, v in CASES])
 def test_method_trains_and_resumes(prepared, tmp_path: Path, name: str, variant: str) -> None:
     store, split = prepared
-    spec = tiny_config(name, variant).cell_spec(Cell("smoke", "ana", "m", 1, 0))
+    spec = tiny_config(name, variant).cell_spec(TINY_CELL)
     full = run_cell(spec, store, split, tmp_path / "full.json", tmp_path / "full_ckpt")
     assert len(full["history"]["val_accuracy"]) == 2
     assert full["malicious_clients"] == [0]
@@ -66,13 +55,35 @@ def test_method_trains_and_resumes(prepared, tmp_path: Path, name: str, variant:
     assert None not in full["config"]["method_params"].values() or name in NULL_RULES, (
         f"{name}: a declared default is null; declare the value the method uses"
     )
+    if issubclass(get_method_class(name), P2PMethod):
+        assert [len(s) for s in full["history"]["selections"]] == [4, 4]  # every client, each round
+    if variant == "paper" and name in PAPER_CHECKS:
+        PAPER_CHECKS[name](full["method_summary"])
 
     if variant != CASES_BY_NAME[name][0]:
         return  # resume is the class's contract: checked once per method
     ckpt = tmp_path / "resumed_ckpt"
-    run_cell(spec, store, split, tmp_path / "stopped.json", ckpt, stop_after=1)
+    stopped = run_cell(spec, store, split, tmp_path / "resumed.json", ckpt, stop_after=1)
+    assert stopped is None and not (tmp_path / "resumed.json").exists()
     resumed = run_cell(spec, store, split, tmp_path / "resumed.json", ckpt)
     assert json.dumps(pick(resumed), sort_keys=True) == json.dumps(pick(full), sort_keys=True)
+    assert (tmp_path / "resumed.json").read_bytes() == (tmp_path / "full.json").read_bytes()
+
+
+def flags_the_ana_client(summary: dict) -> None:
+    assert summary["flagged"] == [[0], [0]]  # the ANA client, every round
+
+
+def never_selects_the_ana_client(summary: dict) -> None:
+    assert all(0 not in chosen for chosen in summary["selected"])
+
+
+# What a method's paper variant must do to the ANA client (client 0) in the tiny cell.
+PAPER_CHECKS = {
+    "afa": flags_the_ana_client,
+    "asmr": flags_the_ana_client,
+    "krum": never_selects_the_ana_client,
+}
 
 
 # Parameters still declared null because the value is a per-round rule (of the clients that

@@ -1,7 +1,8 @@
 """FEMNIST through Snakemake: a reduced grid of config/femnist_sample.yaml on the real LEAF sample
-(two methods, k in {0, 1}, one round, a narrow CNN) renders the four paper-style tables, whose
-numbers equal a recomputation from the cells' metrics.json; and the paper config's dry run of
-tables/femnist_ana.tex plans one cell per (method, k) plus the data jobs, without the network."""
+(two methods, k in {0, 1}, one round, a narrow CNN, two of the four malfunctions: one rule renders
+every table) renders paper-style tables, whose numbers equal a recomputation from the cells'
+metrics.json; and the paper config's dry run of tables/femnist_ana.tex plans one cell per
+(method, k) plus the data jobs, without the network."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from helpers.femnist_sample import LEAF_SAMPLE, SHARDS, TEST_PER_SHARD, TRAIN_PE
 from benchlib.config import load_config
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
-MALFUNCTIONS = ["ana", "sfa", "random", "dynamic"]
+MALFUNCTIONS = ["ana", "dynamic"]  # a fixed and a time-varying one; fl/test_malfunctions has all
 CELL = re.compile(r"^\d{1,3}\.\d \$\\pm\$ \d{1,3}\.\d$")
 
 
@@ -67,7 +68,7 @@ def recomputed(workdir: Path, malfunction: str, method: str, k: int) -> str:
     return f"{100 * accuracy.mean():.1f} $\\pm$ {100 * accuracy.std(ddof=0):.1f}"
 
 
-def test_four_tables_laid_out_like_the_paper(sample_run):
+def test_tables_laid_out_like_the_paper(sample_run):
     workdir, raw = sample_run
     note = raw["experiments"]["femnist_sample"]["caption_note"]
     for malfunction in MALFUNCTIONS:
