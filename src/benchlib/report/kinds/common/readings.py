@@ -404,10 +404,12 @@ def plot_readings(results: list[dict[str, Any]], title: str, pdf: Path) -> None:
             if paper == paper:
                 ax.axhline(paper, color=colour, lw=0.6, ls="--")
         ax.set_xticks(x)
-        ax.set_xticklabels([r["label"] for r in results], rotation=60, ha="right", fontsize=5)
+        ticks = [", ".join(r["readings"].values()) for r in results]  # the alternatives only
+        ax.set_xticklabels(ticks, rotation=60, ha="right", fontsize=6)
         ax.set_title(f"{key[1]} ({key[2]})", fontsize=8)
     axes[0][0].legend(fontsize="x-small")
-    figure.suptitle(f"{title} (dashed: paper)", fontsize=9)
+    names = ", ".join(results[0]["readings"])
+    figure.suptitle(f"{title} (x: {names}; dashed: paper)", fontsize=9)
     save_figure(figure, pdf)
 
 
