@@ -157,9 +157,8 @@ def test_the_plugin_method_is_ranked(plugin_project):
     project, _, _ = plugin_project
     assert (project / "figures" / "plugin_ranking.pdf").stat().st_size > 0
     ranking = pd.read_csv(project / "figures" / "plugin_ranking.csv")
-    assert {"FedAvgM", "FedAvgM (beta 0)", "FedAvg", "LIGHTYEAR", "Local"} <= set(
-        ranking.iloc[:, 0]
-    )
+    assert set(ranking["method"]) == {"FedAvgM", "FedAvgM (beta 0)", "FedAvg", "LIGHTYEAR", "Local"}
+    assert ranking.loc[ranking["method_id"] == "fedavgm", "mean_rank"].notna().all()
 
 
 def test_fedavgm_without_momentum_reproduces_fedavg_exactly(plugin_project):
