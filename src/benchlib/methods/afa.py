@@ -67,7 +67,6 @@ def prob_bad(alpha: float, beta: float) -> float:
 
 
 class AFA(StarMethod):
-    name = "afa"
     description = "star; adaptive federated averaging: cosine outlier rounds + Beta reputation"
 
     def __init__(

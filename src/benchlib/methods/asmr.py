@@ -61,7 +61,6 @@ def largest_gap_split(factors: list[float]) -> list[int]:
 
 
 class ASMR(StarMethod):
-    name = "asmr"
     description = "star; removes clients below the largest gap of angular outlier factors"
 
     def __init__(self, *, momentum: float, variant: str) -> None:

@@ -31,7 +31,6 @@ from benchlib.methods.robust_utils import distances_to
 
 
 class Balance(P2PMethod):
-    name = "balance"
     description = "P2P; accept peers within a shrinking distance of the own model, then mix"
 
     def __init__(self, *, gamma: float, kappa: float, alpha: float, variant: str) -> None:

@@ -56,7 +56,6 @@ def trimmed_around_median(selected: torch.Tensor, beta: int) -> torch.Tensor:
 
 
 class Bulyan(StarMethod):
-    name = "bulyan"
     description = "star; Bulyan: n - 2f Krum selections, then a trimmed mean around the median"
 
     def __init__(self, *, f: int | None) -> None:

@@ -114,7 +114,6 @@ def cosine_distance_features(vectors: torch.Tensor) -> torch.Tensor:
 
 
 class CFL(StarMethod):
-    name = "cfl"
     description = "star; clustered FL: cosine bi-partitioning of updates, one model per cluster"
 
     def __init__(self, *, eps1: float, eps2: float, relative: bool, variant: str) -> None:

@@ -32,7 +32,6 @@ from benchlib.methods.fedavg import FedAvg
 
 
 class Ditto(FedAvg):
-    name = "ditto"
     description = "star; FedAvg global model + per-client personal models pulled towards it"
 
     def __init__(self, *, lam: float, variant: str) -> None:

@@ -76,7 +76,6 @@ class SnapshotHook:
 
 
 class DRFA(StarMethod):
-    name = "drfa"
     description = "star; distributionally robust FedAvg: dual weights lambda by projected ascent"
 
     def __init__(

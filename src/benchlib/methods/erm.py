@@ -31,7 +31,6 @@ def pooled_rows(context: TrainingContext, clients: list[int]) -> np.ndarray:
 
 
 class Erm(StarMethod):
-    name = "erm"
     description = "centralised: one model trained on the pooled data of all federation clients"
 
     def __init__(self) -> None:

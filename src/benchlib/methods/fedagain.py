@@ -61,7 +61,6 @@ def _plain(values: torch.Tensor) -> list[float | None]:
 
 
 class FedAgain(StarMethod):
-    name = "fedagain"
     description = "star; trust-weighted mean, T_k = 1 / (E_k D_k + eps) (benchmark error x L2)"
 
     def __init__(self, *, eps: float, benchmark_subset: str) -> None:

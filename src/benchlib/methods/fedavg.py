@@ -33,7 +33,6 @@ def weighted_mean(vectors: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 
 
 class FedAvg(StarMethod):
-    name = "fedavg"
     description = "star; mean of all client models weighted by training-set size"
 
     def __init__(self, *, weighting: str, gamma: float) -> None:
@@ -63,7 +62,6 @@ class FedAvg(StarMethod):
 
 
 class P2PFedAvg(P2PMethod):
-    name = "p2p_fedavg"
     description = "fully connected P2P; uniform mean of own and all received models"
 
     def __init__(self, *, variant: str) -> None:

@@ -24,7 +24,6 @@ def coordinate_median(vectors: torch.Tensor) -> torch.Tensor:
 
 
 class FedMedian(StarMethod):
-    name = "fedmedian"
     description = "star; coordinate-wise median of the received models (unweighted)"
 
     def aggregate(

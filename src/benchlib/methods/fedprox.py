@@ -26,7 +26,6 @@ from benchlib.methods.fedavg import FedAvg
 
 
 class FedProx(FedAvg):
-    name = "fedprox"
     description = "star; FedAvg with the proximal term mu/2 ||w - w_global||^2 in local training"
 
     def __init__(self, *, mu: float, weighting: str) -> None:

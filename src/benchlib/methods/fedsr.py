@@ -85,7 +85,6 @@ def fedsr_regularisers(
 
 
 class FedSR(FedAvg):
-    name = "fedsr"
     description = "star; probabilistic representation with L2R and CMI regularisers (local prior)"
     private_prefixes = ("fedsr_prior.",)
 

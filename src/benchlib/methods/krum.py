@@ -45,7 +45,6 @@ def krum_scores(distances: torch.Tensor, neighbours: int) -> torch.Tensor:
 
 
 class Krum(StarMethod):
-    name = "krum"
     description = "star; (Multi-)Krum: mean of the m models with the lowest Krum scores"
 
     def __init__(self, *, f: int | None, m: int, variant: str) -> None:

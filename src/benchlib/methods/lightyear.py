@@ -79,7 +79,6 @@ def agreement(reference: ModelStats, other: ModelStats, variant: str) -> float:
 
 
 class Lightyear(P2PMethod):
-    name = "lightyear"
     description = "P2P; agreement-score selection on local validation data, gamma^t step"
 
     def __init__(self, *, tau: float, gamma: float, variant: str):

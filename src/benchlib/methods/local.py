@@ -6,7 +6,6 @@ from benchlib.methods.base import P2PMethod, P2PResult, PeerView
 
 
 class LocalOnly(P2PMethod):
-    name = "local"
     description = "each client trains on its own data only"
 
     def aggregate_client(self, view: PeerView) -> P2PResult:

@@ -41,7 +41,6 @@ from benchlib.methods.robust_utils import clip_to_radius, distances_to
 
 
 class SCClip(P2PMethod):
-    name = "scclip"
     description = "P2P; remove the b farthest peers, clip the rest around the own model"
 
     def __init__(self, *, b: int | None, tau: float | None, variant: str) -> None:

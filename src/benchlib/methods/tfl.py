@@ -84,7 +84,6 @@ def embedding_columns(mask: torch.Tensor, numels: tuple[int, ...], last: int = 0
 
 
 class TFL(StarMethod):
-    name = "tfl"
     description = "star; topology-regularised DRO: clients sampled by lambda, prior from centrality"
 
     def __init__(
