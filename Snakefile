@@ -29,11 +29,11 @@ for named in config_file_targets(requested_targets()):
 # (`module benchlib: snakefile: ...; config: config`), where the working directory is theirs.
 BENCHLIB_DIR = Path(workflow.current_basedir).resolve()
 
-# A config with experiments (--configfile, or the one a project passes to the module) is
-# standalone: the paper grids never leak into it. Without one, the config is the papers' grids
+# A --configfile, or a config with experiments (the one a project passes to the module), is
+# standalone: the paper grids never leak into it. Otherwise the config is the papers' grids
 # together (config/paper/*.yaml of this checkout, merged), so every paper target resolves by
 # name; --config key=value still overrides either.
-PAPER_GRIDS = "experiments" not in config
+PAPER_GRIDS = not workflow.overwrite_configfiles and "experiments" not in config
 if PAPER_GRIDS:
     try:
         paper_config = load_paper_config(BENCHLIB_DIR / "config" / "paper")
