@@ -101,6 +101,27 @@ def cmd_run(args: argparse.Namespace) -> None:
     )
 
 
+def run_forked(args: argparse.Namespace, argv: list[str]) -> int | None:
+    """A ``benchlib run`` under ``benchlib forkserver``: the cell's exit status from a child of
+    the warm server, or None to run it in this process (no server, or it refused)."""
+    from benchlib.forkserver import ENV_SOCKET
+
+    if not os.environ.get(ENV_SOCKET):
+        return None
+    from benchlib.forkserver.client import delegate
+    from benchlib.spec import CellSpec
+
+    setting = CellSpec.from_dict(parse_spec(args.spec)).training.cpu_kernels
+    return delegate(argv, setting)
+
+
+def cmd_forkserver(args: argparse.Namespace) -> None:
+    from benchlib.forkserver.wrapper import run_with_server
+
+    command = args.wrapped[1:] if args.wrapped[:1] == ["--"] else args.wrapped
+    raise SystemExit(run_with_server(command, args.kernels))
+
+
 def cmd_run_cell(args: argparse.Namespace) -> None:
     from benchlib.config import load_config
     from benchlib.spec import Cell, CellSpec
@@ -309,7 +330,9 @@ class _PrintVersion(argparse.Action):
 
 # Steps whose kernels are chosen elsewhere: a cell by its training.cpu_kernels, the benchmarks by
 # the caller's environment (they measure speed). Every other step computes with portable kernels.
-_OWN_KERNELS = ("cmd_run", "cmd_run_cell")  # and every cmd_bench_*: they set their own
+# These set their own CPU kernels (every cmd_bench_* too); the fork-server wrapper sets none,
+# so that the environment it passes to its command is the user's.
+_OWN_KERNELS = ("cmd_run", "cmd_run_cell", "cmd_forkserver")
 
 
 # One example command line per subcommand, shown at the end of its --help (the Snakemake rules
@@ -340,6 +363,7 @@ EXAMPLES = {
     "seed0/metrics.json",
     "status": "benchlib status --config config/demo.yaml tables/mnist5k_sfa.tex",
     "plugins": "benchlib plugins --plugins-only   (what installed plugin packages add)",
+    "forkserver": "benchlib forkserver -- snakemake --configfile=config/demo.yaml --cores 2",
 }
 
 
@@ -384,6 +408,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoints", required=True, help="round checkpoint directory")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
+
+    p = add(
+        "forkserver",
+        cmd_forkserver,
+        "run a command (e.g. snakemake) with a warm fork server: each `benchlib run` it starts "
+        "forks from a process that has already imported torch and the engine",
+    )
+    p.add_argument(
+        "--kernels",
+        default="portable",
+        choices=("portable", "native"),
+        help="the CPU kernels the server loads torch with; cells that need the other setting "
+        "run in their own process (default portable, as training.cpu_kernels)",
+    )
+    p.add_argument(
+        "wrapped", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run"
+    )
 
     p = add(
         "run-cell",
@@ -493,6 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
@@ -506,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
             from benchlib import cpu_kernels
 
             cpu_kernels.apply("portable")
+        if args.func is cmd_run and (status := run_forked(args, argv)) is not None:
+            return status
         args.func(args)
     except BenchlibError as exc:
         print(f"error: {exc}", file=sys.stderr)

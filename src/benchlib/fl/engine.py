@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -529,6 +530,14 @@ def _events(cell: CellRun, out_path: Path) -> Any:
     return RoundWriter(tensorboard_dir(out_path), cell.start_round)
 
 
+def _forked_from() -> dict[str, int]:
+    """``{"forked_from": server pid}`` in a child of the fork server, else nothing."""
+    from benchlib.forkserver import ENV_FORKED
+
+    pid = os.environ.get(ENV_FORKED)
+    return {"forked_from": int(pid)} if pid else {}
+
+
 def run_cell(
     spec: CellSpec | dict[str, Any],
     store_dir: Path,
@@ -640,6 +649,10 @@ def run_cell(
                 "host": platform.node(),
                 "threads": torch.get_num_threads(),
                 "torch": torch.__version__,
+                # this process's CPU: the whole cell in a fresh process; from the fork in a
+                # child of `benchlib forkserver`, whose start-up the server paid once
+                "process_cpu_seconds": time.process_time(),
+                **_forked_from(),
             },
         )
     clear_checkpoints(ckpt_dir)

@@ -1,0 +1,182 @@
+"""The fork server (``benchlib forkserver -- COMMAND``): a cell forked from the warm server
+writes the same bytes as a fresh ``benchlib run``, resumes the same way, falls back to its own
+process when the server is absent or refuses, passes exit statuses through, and dies with its
+client.
+
+Signals here are sent only after the cell has logged a finished round, and every wait is on a
+process or an event, never on a clock, so no assertion depends on timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import benchlib_exe, tool_env
+
+from benchlib.forkserver import ENV_SOCKET
+from benchlib.forkserver.wrapper import _start_server, _stop_server
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A running fork server (portable kernels) and its socket path."""
+    socket_path = tmp_path_factory.mktemp("fork") / "s.sock"
+    process = _start_server(socket_path, "portable")
+    assert process is not None, "the fork server did not start"
+    yield process, socket_path
+    _stop_server(process)
+    assert process.returncode == 0
+
+
+def run_argv(spec: dict, store: Path, split: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "run", "--spec", json.dumps(spec), "--store", str(store), "--split", str(split),
+        "--out", str(out / "metrics.json"), "--timing", str(out / "timing.json"),
+        "--checkpoints", str(out / "ck"), "--threads", "1", *extra,
+    ]  # fmt: skip
+
+
+def benchlib(argv: list[str], socket_path: Path | None, **kwargs) -> subprocess.CompletedProcess:
+    env = tool_env()
+    env.pop(ENV_SOCKET, None)
+    if socket_path is not None:
+        env[ENV_SOCKET] = str(socket_path)
+    return subprocess.run([benchlib_exe(), *argv], env=env, text=True, capture_output=True,
+                          **kwargs)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fresh_run(mnist_store, smoke_split, smoke_config, tmp_path_factory) -> tuple[dict, Path]:
+    """A LIGHTYEAR smoke cell run as the workflow runs it: a fresh `benchlib run` process."""
+    from benchlib.config import Cell
+
+    spec = smoke_config.cell_spec(Cell("smoke", "ana", "lightyear", 1, 0))
+    out = tmp_path_factory.mktemp("fresh")
+    done = benchlib(run_argv(spec, mnist_store, smoke_split, out), None)
+    assert done.returncode == 0, done.stderr
+    assert "forked" not in done.stderr
+    return spec, out
+
+
+def test_forked_cell_writes_the_bytes_of_a_fresh_process(
+    server, fresh_run, mnist_store, smoke_split, tmp_path
+):
+    spec, fresh = fresh_run
+    done = benchlib(run_argv(spec, mnist_store, smoke_split, tmp_path), server[1])
+    assert done.returncode == 0, done.stderr
+    assert "(forked from a warm server)" in done.stderr
+    assert (tmp_path / "metrics.json").read_bytes() == (fresh / "metrics.json").read_bytes()
+    timing = json.loads((tmp_path / "timing.json").read_text())
+    assert timing["forked_from"] == server[0].pid
+    assert timing["process_cpu_seconds"] > 0
+    assert "forked_from" not in json.loads((fresh / "timing.json").read_text())
+    assert psutil.Process(server[0].pid).children() == []  # reaped before the client returned
+
+
+def test_a_forked_cell_resumes_to_the_same_bytes(
+    server, fresh_run, mnist_store, smoke_split, tmp_path
+):
+    spec, fresh = fresh_run
+    argv = run_argv(spec, mnist_store, smoke_split, tmp_path)
+    first = benchlib([*argv, "--stop-after", "1"], server[1])
+    assert first.returncode == 0 and not (tmp_path / "metrics.json").exists()
+    assert list((tmp_path / "ck").iterdir()), "no round checkpoint to resume from"
+    second = benchlib(argv, server[1])
+    assert second.returncode == 0, second.stderr
+    assert "resum" in second.stderr
+    assert (tmp_path / "metrics.json").read_bytes() == (fresh / "metrics.json").read_bytes()
+
+
+def test_two_clients_at_once_through_the_wrapper(fresh_run, mnist_store, smoke_split, tmp_path):
+    spec, fresh = fresh_run
+    one, two = tmp_path / "one", tmp_path / "two"
+    quoted = [" ".join(f"'{a}'" for a in [benchlib_exe(), *run_argv(spec, mnist_store,
+              smoke_split, out)]) for out in (one, two)]  # fmt: skip
+    script = f"{quoted[0]} 2> {one}.log & {quoted[1]} 2> {two}.log; wait %1 && exit 7"
+    done = benchlib(["forkserver", "--", "sh", "-c", script], None)
+    assert done.returncode == 7, done.stderr  # the command's own status comes back
+    assert "fork server" in done.stderr and "is ready" in done.stderr
+    for out in (one, two):
+        assert "(forked from a warm server)" in Path(f"{out}.log").read_text()
+        assert (out / "metrics.json").read_bytes() == (fresh / "metrics.json").read_bytes()
+
+
+def test_an_unreachable_server_leaves_the_cell_to_its_own_process(
+    fresh_run, mnist_store, smoke_split, tmp_path
+):
+    spec, fresh = fresh_run
+    done = benchlib(run_argv(spec, mnist_store, smoke_split, tmp_path), tmp_path / "none.sock")
+    assert done.returncode == 0, done.stderr
+    assert "not reachable" in done.stderr and "runs in this process" in done.stderr
+    assert (tmp_path / "metrics.json").read_bytes() == (fresh / "metrics.json").read_bytes()
+
+
+def test_a_cell_with_other_kernels_is_refused_and_runs_alone(
+    server, smoke_cell_spec, mnist_store, smoke_split, tmp_path
+):
+    spec = smoke_cell_spec("fedavg", "sfa", 0)
+    spec["training"] = {**spec["training"], "cpu_kernels": "native", "rounds": 1}
+    done = benchlib(run_argv(spec, mnist_store, smoke_split, tmp_path), server[1])
+    assert done.returncode == 0, done.stderr
+    assert "refused the cell (cpu_kernels differs" in done.stderr
+    provenance = json.loads((tmp_path / "metrics.json").read_text())["provenance"]
+    assert provenance["cpu_kernels"]["setting"] == "native"
+
+
+def test_a_bad_command_is_one_error_line(tmp_path):
+    for argv, words in (
+        (["forkserver"], "needs a command after --"),
+        (["forkserver", "--", "no-such-command-here"], "is not a command on PATH"),
+    ):
+        done = benchlib(argv, None)
+        assert done.returncode == 2
+        assert done.stderr.strip().splitlines() == [f"error: {done.stderr.split('error: ')[1]}"
+                                                    .strip()]  # fmt: skip
+        assert words in done.stderr
+
+
+def long_client(server, smoke_cell_spec, store, split, out: Path) -> tuple[subprocess.Popen, Path]:
+    """A client whose cell runs many rounds; returned once its first round is done."""
+    spec = smoke_cell_spec("fedavg", "sfa", 0)
+    spec["training"] = {**spec["training"], "rounds": 500}
+    env = tool_env()
+    env[ENV_SOCKET] = str(server[1])
+    log = out / "cell.log"
+    with log.open("w") as stderr:
+        client = subprocess.Popen([benchlib_exe(), *run_argv(spec, store, split, out)], env=env,
+                                  stderr=stderr, stdout=subprocess.DEVNULL)  # fmt: skip
+    while "round 1/500 done" not in log.read_text():
+        assert client.poll() is None, log.read_text()
+        time.sleep(0.2)
+    return client, log
+
+
+def test_a_terminated_client_ends_its_cell(server, smoke_cell_spec, mnist_store, smoke_split,
+                                           tmp_path):  # fmt: skip
+    client, log = long_client(server, smoke_cell_spec, mnist_store, smoke_split, tmp_path)
+    assert len(psutil.Process(server[0].pid).children()) == 1
+    client.send_signal(signal.SIGTERM)
+    assert client.wait(timeout=120) == 128 + signal.SIGTERM, log.read_text()
+    assert psutil.Process(server[0].pid).children() == []  # reported only once reaped
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_killed_client_takes_its_cell_with_it(server, smoke_cell_spec, mnist_store,
+                                                smoke_split, tmp_path):  # fmt: skip
+    client, _ = long_client(server, smoke_cell_spec, mnist_store, smoke_split, tmp_path)
+    (child,) = psutil.Process(server[0].pid).children()
+    client.send_signal(signal.SIGKILL)
+    client.wait(timeout=120)
+    psutil.wait_procs([child], timeout=120)  # the server SIGKILLs it on the client's EOF
+    assert not child.is_running()
+    assert not (tmp_path / "metrics.json").exists()
+    assert os.path.exists(server[1])  # the server itself goes on
