@@ -21,6 +21,7 @@ import pytest
 from conftest import benchlib_exe, tool_env
 
 from benchlib.forkserver import ENV_SOCKET
+from benchlib.forkserver.protocol import THREAD_ENV
 from benchlib.forkserver.wrapper import _start_server, _stop_server
 
 pytestmark = pytest.mark.slow
@@ -45,13 +46,19 @@ def run_argv(spec: dict, store: Path, split: Path, out: Path, *extra: str) -> li
     ]  # fmt: skip
 
 
-def benchlib(argv: list[str], socket_path: Path | None, **kwargs) -> subprocess.CompletedProcess:
-    env = tool_env()
+def job_env(threads: int = 1) -> dict[str, str]:
+    """The environment Snakemake gives a job with ``threads`` (its thread variables)."""
+    return {**tool_env(), **dict.fromkeys(THREAD_ENV, str(threads))}
+
+
+def benchlib(
+    argv: list[str], socket_path: Path | None, threads: int = 1
+) -> subprocess.CompletedProcess:
+    env = job_env(threads)
     env.pop(ENV_SOCKET, None)
     if socket_path is not None:
         env[ENV_SOCKET] = str(socket_path)
-    return subprocess.run([benchlib_exe(), *argv], env=env, text=True, capture_output=True,
-                          **kwargs)  # fmt: skip
+    return subprocess.run([benchlib_exe(), *argv], env=env, text=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -120,16 +127,21 @@ def test_an_unreachable_server_leaves_the_cell_to_its_own_process(
     assert (tmp_path / "metrics.json").read_bytes() == (fresh / "metrics.json").read_bytes()
 
 
-def test_a_cell_with_other_kernels_is_refused_and_runs_alone(
-    server, smoke_cell_spec, mnist_store, smoke_split, tmp_path
+@pytest.mark.parametrize(
+    ("kernels", "threads", "reason"),
+    [("native", 1, "cpu_kernels differs"), ("portable", 2, "$OMP_NUM_THREADS differs")],
+)
+def test_a_cell_the_server_cannot_match_is_refused_and_runs_alone(
+    server, smoke_cell_spec, mnist_store, smoke_split, tmp_path, kernels, threads, reason
 ):
     spec = smoke_cell_spec("fedavg", "sfa", 0)
-    spec["training"] = {**spec["training"], "cpu_kernels": "native", "rounds": 1}
-    done = benchlib(run_argv(spec, mnist_store, smoke_split, tmp_path), server[1])
+    spec["training"] = {**spec["training"], "cpu_kernels": kernels, "rounds": 1}
+    done = benchlib(run_argv(spec, mnist_store, smoke_split, tmp_path), server[1], threads)
     assert done.returncode == 0, done.stderr
-    assert "refused the cell (cpu_kernels differs" in done.stderr
+    assert f"refused the cell ({reason}" in done.stderr
+    assert "forked_from" not in json.loads((tmp_path / "timing.json").read_text())
     provenance = json.loads((tmp_path / "metrics.json").read_text())["provenance"]
-    assert provenance["cpu_kernels"]["setting"] == "native"
+    assert provenance["cpu_kernels"]["setting"] == kernels
 
 
 def test_a_bad_command_is_one_error_line(tmp_path):
@@ -148,8 +160,7 @@ def long_client(server, smoke_cell_spec, store, split, out: Path) -> tuple[subpr
     """A client whose cell runs many rounds; returned once its first round is done."""
     spec = smoke_cell_spec("fedavg", "sfa", 0)
     spec["training"] = {**spec["training"], "rounds": 500}
-    env = tool_env()
-    env[ENV_SOCKET] = str(server[1])
+    env = {**job_env(), ENV_SOCKET: str(server[1])}
     log = out / "cell.log"
     with log.open("w") as stderr:
         client = subprocess.Popen([benchlib_exe(), *run_argv(spec, store, split, out)], env=env,

@@ -119,7 +119,9 @@ def cmd_forkserver(args: argparse.Namespace) -> None:
     from benchlib.forkserver.wrapper import run_with_server
 
     command = args.wrapped[1:] if args.wrapped[:1] == ["--"] else args.wrapped
-    raise SystemExit(run_with_server(command, args.kernels))
+    if args.threads < 1:
+        raise BenchlibError(f"--threads must be at least 1, got {args.threads}")
+    raise SystemExit(run_with_server(command, args.kernels, args.threads))
 
 
 def cmd_run_cell(args: argparse.Namespace) -> None:
@@ -421,6 +423,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("portable", "native"),
         help="the CPU kernels the server loads torch with; cells that need the other setting "
         "run in their own process (default portable, as training.cpu_kernels)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="the threads of the cells it serves (the run_cell rule's `threads`, default 1); "
+        "cells run with another count run in their own process",
     )
     p.add_argument(
         "wrapped", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run"

@@ -18,14 +18,21 @@ from benchlib import cpu_kernels
 _LENGTH = struct.Struct(">I")
 MAX_MESSAGE = 1 << 22  # 4 MiB: a request's environment and arguments fit many times over
 
-# Variables that libraries read once, when torch or numpy load: the server has read them before
-# it forked, so a child runs with the server's values, whatever its own environment says.
+# Thread counts that OpenMP, MKL and OpenBLAS read when they load. Snakemake sets each of them to
+# a job's `threads` (its shell environment), so the server loads with the count its cells run with.
+THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+# Everything libraries read once, when torch or numpy load: the server has read them before it
+# forked, so a child runs with the server's values, whatever its own environment says.
 IMPORT_TIME_ENV = (
     *cpu_kernels.PORTABLE_ENV,
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
+    *THREAD_ENV,
     "KMP_AFFINITY",
     "GOMP_CPU_AFFINITY",
     "LD_PRELOAD",
@@ -69,7 +76,8 @@ def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = N
     """Send one message; ``fds`` travel with its first bytes."""
     data = encode(message)
     sent = socket.send_fds(sock, [data], fds) if fds else 0
-    sock.sendall(data[sent:])
+    if sent < len(data):  # never an empty send: to a peer that has already answered and
+        sock.sendall(data[sent:])  # closed (a refusal), even that fails with EPIPE
 
 
 def _read_exactly(sock: socket.socket, size: int, head: bytes = b"") -> bytes | None:

@@ -229,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchlib.forkserver.server")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--kernels", default=cpu_kernels.DEFAULT, choices=cpu_kernels.SETTINGS)
+    parser.add_argument("--threads", type=int, default=1, help="the cells' threads (Snakemake's)")
     parser.add_argument("--ready-fd", type=int, required=True)
     args = parser.parse_args(argv)
+    os.environ.update(dict.fromkeys(protocol.THREAD_ENV, str(args.threads)))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the wrapper stops us (SIGTERM) after its command
     cpu_kernels.apply(args.kernels)
     started = time.process_time()

@@ -22,7 +22,7 @@ from benchlib.forkserver import ENV_SOCKET
 STOP_SECONDS = 30.0
 
 
-def run_with_server(command: list[str], setting: str) -> int:
+def run_with_server(command: list[str], setting: str, threads: int = 1) -> int:
     """Run ``command`` with a fork server; its exit status (the server's fate does not change
     it: a server that fails to start leaves every cell to its own process, with a note)."""
     if not command:
@@ -31,7 +31,7 @@ def run_with_server(command: list[str], setting: str) -> int:
         raise BenchlibError(f"{command[0]!r} is not a command on PATH")
     folder = Path(tempfile.mkdtemp(prefix="benchlib-fork-"))  # short: socket paths are capped
     socket_path = folder / "server.sock"
-    server = _start_server(socket_path, setting)
+    server = _start_server(socket_path, setting, threads)
     env = dict(os.environ)
     if server is not None:
         env[ENV_SOCKET] = str(socket_path)
@@ -45,11 +45,11 @@ def run_with_server(command: list[str], setting: str) -> int:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _start_server(socket_path: Path, setting: str) -> subprocess.Popen | None:
+def _start_server(socket_path: Path, setting: str, threads: int = 1) -> subprocess.Popen | None:
     read_end, write_end = os.pipe()
     started = time.monotonic()
     command = [sys.executable, "-m", "benchlib.forkserver.server", "--socket", str(socket_path)]
-    command += ["--kernels", setting, "--ready-fd", str(write_end)]
+    command += ["--kernels", setting, "--threads", str(threads), "--ready-fd", str(write_end)]
     server = subprocess.Popen(
         command,
         pass_fds=[write_end],
