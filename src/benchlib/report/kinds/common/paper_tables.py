@@ -240,7 +240,8 @@ def spec_inputs(columns: list[dict[str, Any]]) -> list[str]:
 @dataclass(frozen=True)
 class Scored:
     """What a column's cells gave: per cell value and per unit value, long frames with the
-    columns method, metric, cell, (unit,) value (metric in [0, 1] not yet in percent)."""
+    columns method, metric, cell, (unit,) value (metric in [0, 1] not yet in percent) and
+    diverged (the cell's models went non-finite: metrics.json ``history.nonfinite``)."""
 
     cells: pd.DataFrame
     units: pd.DataFrame
@@ -259,12 +260,15 @@ def _scope_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
         path = files[entry["path"]]
         metrics = read_json(path, "metrics file")
         cell = (entry["experiment"], entry["seed"])
+        history = metrics.get("history")
+        diverged = isinstance(history, dict) and bool(history.get("nonfinite"))
         for metric in column["metrics"]:
             value = cell_value(
                 metrics, column["scope"], f"test_{metric}", str(path), column["pooling"]
             )
             cells.append(
                 {"method": entry["method"], "metric": metric, "cell": cell, "value": value}
+                | {"diverged": diverged}
             )
     frame = pd.DataFrame(cells)
     return Scored(frame, frame.rename(columns={"cell": "unit"}))
@@ -279,6 +283,11 @@ def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
     collected = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
     collected = collected[collected["experiment"].isin(column["experiments"])]
     methods = [m for m, _ in column["methods"]]
+    keys = ["experiment", "method_id", "seed"]
+    nonfinite = collected.get("nonfinite", pd.Series(0, index=collected.index))
+    diverged = (
+        (nonfinite.fillna(0).astype(int) > 0).groupby([collected[k] for k in keys]).any()
+    )  # per cell: any of its rows (clients) records non-finite models
     parts = []
     for metric in column["metrics"]:
         per_cell = pooled_metric(collected, metric)
@@ -290,6 +299,9 @@ def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
                     "metric": metric,
                     "unit": list(zip(per_cell["experiment"], per_cell["seed"], strict=True)),
                     "value": per_cell["value"].astype(float),
+                    "diverged": [
+                        bool(diverged[tuple(key)]) for key in per_cell[keys].itertuples(index=False)
+                    ],
                 }
             )
         )
@@ -307,8 +319,9 @@ SCOPE_READERS: dict[str, Callable[[dict[str, Any], dict[str, Path]], Scored]] = 
 
 def score_columns(columns: list[dict[str, Any]], inputs: list[Path]) -> tuple[Any, Any]:
     """(cells, units): long frames over every report column with ``source``, ``column``,
-    ``metric``, ``method`` and ``value`` (percent for [0, 1] metrics), in the report's column
-    and method order; ``inputs`` are the files of :func:`spec_inputs` in that order."""
+    ``metric``, ``method``, ``value`` (percent for [0, 1] metrics) and ``diverged``, in the
+    report's column and method order; ``inputs`` are the files of :func:`spec_inputs` in that
+    order."""
     import pandas as pd
 
     from benchlib.report.stats import PERCENT_METRICS
