@@ -146,7 +146,7 @@ def _message(error: jsonschema.ValidationError) -> str:
         )
     if error.validator == "maximum" and error.path:
         # a bound of benchlib.limits (or a parameter's): name the key, the bound and the fix
-        key = next(str(p) for p in reversed(error.path) if not isinstance(p, int))
+        key = next((str(p) for p in reversed(error.path) if not isinstance(p, int)), "it")
         return f"{error.message}; set {key} <= {error.validator_value}"
     if error.validator in ("oneOf", "anyOf") and error.context:
         options = sorted({sub.message for sub in error.context if not sub.path})

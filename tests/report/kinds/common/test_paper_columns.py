@@ -126,8 +126,9 @@ def test_a_diverged_cell_is_marked_and_named(tmp_path: Path, monkeypatch) -> Non
     for column in ("N(24) -> S(24)", "N(24) -> N(24)"):
         assert "\u2020" not in sections[f"Table 4, {column}"]
     note = (
-        "\u2020 1 diverged cell (non-finite model weights during training): tpt48_ew tfl seed=1. "
-        "Values marked \u2020 include them and are not comparable with the paper's."
+        "\u2020 1 diverged cell (non-finite model weights during training): "
+        "tpt48_ew/none/tfl/k0/seed1. Values marked \u2020 include them and are not comparable "
+        "with the paper's."
     )
     assert note in text.splitlines()
     # the values are those of the cells as measured: marked, never changed
@@ -260,7 +261,7 @@ def test_a_diverged_pooled_cell_is_marked_and_named(tmp_path: Path) -> None:
     assert all(line.startswith("| fedavg | 70.00 +- 0.00\u2020 | ") for line in marked)
     assert (
         "\u2020 1 diverged cell (non-finite model weights during training): "
-        f"{marked_experiment} fedavg seed=0. Values marked \u2020 include them and are not "
+        f"{marked_experiment}/none/fedavg/k0/seed0. Values marked \u2020 include them and are not "
         "comparable with the paper's."
     ) in lines
 

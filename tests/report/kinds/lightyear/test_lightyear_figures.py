@@ -302,8 +302,9 @@ def test_paper_comparison_marks_diverged_cells(tmp_path: Path, monkeypatch) -> N
     assert any(line.startswith("| fedavg | 1 | 73.0 +- 2.2 | 83.6") for line in lines)
     assert sum("\u2020 |" in line for line in lines) == 1
     note = (
-        "\u2020 1 diverged cell (non-finite model weights during training): smoke sfa fedavg "
-        "k=2 seed=0. Values marked \u2020 include them and are not comparable with the paper's."
+        "\u2020 1 diverged cell (non-finite model weights during training): "
+        "smoke/sfa/fedavg/k2/seed0. Values marked \u2020 include them and are not comparable "
+        "with the paper's."
     )
     assert note in lines
     (ax,) = figures[0].axes

@@ -48,14 +48,11 @@ def compare_columns(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
 
 
 def diverged_labels(cells: pd.DataFrame) -> list[str]:
-    """One label (``experiment method seed=S``) per scored cell whose models went non-finite,
-    once however many columns it fills."""
+    """The id (``experiment/malfunction/method/kK/seedS``) of every scored cell whose models went
+    non-finite, once however many columns (or readings) read it."""
     if "diverged" not in cells:
         return []
-    marked = cells[cells["diverged"].astype(bool)]
-    pairs = zip(marked["cell"], marked["method"], strict=True)
-    found = {(cell[0], method, int(cell[1])) for cell, method in pairs}  # cell: (experiment, seed)
-    return [f"{experiment} {method} seed={seed}" for experiment, method, seed in sorted(found)]
+    return sorted(set(cells.loc[cells["diverged"].astype(bool), "run"]))
 
 
 def column_taus(frame: pd.DataFrame, references: list[str]) -> pd.DataFrame:

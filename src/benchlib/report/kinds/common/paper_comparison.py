@@ -4,6 +4,8 @@ the difference, whether ours lies within 2 paper stds of the paper's mean, and p
 of one malfunction) Kendall's tau between our and the paper's order of the methods. Each compared
 experiment states its scale (``paper`` grid or a ``sample``), so nobody mistakes a CPU sample for a
 reproduction. The figure plots ours against the paper's mean per cell (the diagonal = agreement).
+Our value over a diverged cell (non-finite models) carries a dagger, in the table and the figure,
+and a note under the scale counts and names those cells (both modes).
 Config entry::
 
     reports:
@@ -155,7 +157,7 @@ def compare_frame(
 
 
 def diverged_labels(collected: pd.DataFrame, experiments: list[dict[str, Any]]) -> list[str]:
-    """One label (``experiment malfunction method k=K seed=S``) per compared cell whose models
+    """The id (``experiment/malfunction/method/kK/seedS``) of every compared cell whose models
     went non-finite (collected ``nonfinite``), in the report's order."""
     if "nonfinite" not in collected:
         return []
@@ -170,8 +172,13 @@ def diverged_labels(collected: pd.DataFrame, experiments: list[dict[str, Any]]) 
         keys = ["malfunction", "k", "method_id", "seed"]
         for cell in rows.drop_duplicates(keys).sort_values(keys).itertuples():
             labels.append(
-                f"{exp['experiment']} {cell.malfunction} {cell.method_id} k={cell.k} "
-                f"seed={cell.seed}"
+                layout.CELL.format(
+                    experiment=exp["experiment"],
+                    malfunction=cell.malfunction,
+                    method=cell.method_id,
+                    k=cell.k,
+                    seed=cell.seed,
+                )
             )
     return labels
 

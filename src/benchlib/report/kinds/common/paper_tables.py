@@ -28,7 +28,7 @@ import csv
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from benchlib import layout
@@ -240,8 +240,9 @@ def spec_inputs(columns: list[dict[str, Any]]) -> list[str]:
 @dataclass(frozen=True)
 class Scored:
     """What a column's cells gave: per cell value and per unit value, long frames with the
-    columns method, metric, cell, (unit,) value (metric in [0, 1] not yet in percent) and
-    diverged (the cell's models went non-finite: metrics.json ``history.nonfinite``)."""
+    columns method, metric, cell, (unit,) value (metric in [0, 1] not yet in percent), run (the
+    cell's id, ``experiment/malfunction/method/kK/seedS``) and diverged (the cell's models went
+    non-finite: metrics.json ``history.nonfinite``)."""
 
     cells: pd.DataFrame
     units: pd.DataFrame
@@ -261,17 +262,28 @@ def _scope_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
         metrics = read_json(path, "metrics file")
         cell = (entry["experiment"], entry["seed"])
         history = metrics.get("history")
-        diverged = isinstance(history, dict) and bool(history.get("nonfinite"))
+        flags = {
+            "run": _cell_id(entry["path"]),  # a variant may read another's cell: name the run
+            "diverged": isinstance(history, dict) and bool(history.get("nonfinite")),
+        }
         for metric in column["metrics"]:
             value = cell_value(
                 metrics, column["scope"], f"test_{metric}", str(path), column["pooling"]
             )
             cells.append(
-                {"method": entry["method"], "metric": metric, "cell": cell, "value": value}
-                | {"diverged": diverged}
+                {"method": entry["method"], "metric": metric, "cell": cell, "value": value} | flags
             )
     frame = pd.DataFrame(cells)
     return Scored(frame, frame.rename(columns={"cell": "unit"}))
+
+
+def _cell_id(path: str) -> str:
+    """The cell id of a metrics.json path under ``results/runs`` (else its folder)."""
+    folder = PurePosixPath(path).parent
+    try:
+        return str(folder.relative_to(layout.RUNS))
+    except ValueError:
+        return str(folder)
 
 
 def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
@@ -285,13 +297,14 @@ def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
     methods = [m for m, _ in column["methods"]]
     keys = ["experiment", "method_id", "seed"]
     nonfinite = collected.get("nonfinite", pd.Series(0, index=collected.index))
-    diverged = (
-        (nonfinite.fillna(0).astype(int) > 0).groupby([collected[k] for k in keys]).any()
-    )  # per cell: any of its rows (clients) records non-finite models
+    by_cell = collected.assign(_diverged=nonfinite.fillna(0).astype(int) > 0).groupby(keys)
+    diverged = by_cell["_diverged"].any()  # any of the cell's rows (clients) records some
+    where = by_cell[["malfunction", "k"]].first()
     parts = []
     for metric in column["metrics"]:
         per_cell = pooled_metric(collected, metric)
         per_cell = per_cell[per_cell["method_id"].isin(methods)]
+        cell_keys = [tuple(key) for key in per_cell[keys].itertuples(index=False)]
         parts.append(
             pd.DataFrame(
                 {
@@ -299,9 +312,17 @@ def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
                     "metric": metric,
                     "unit": list(zip(per_cell["experiment"], per_cell["seed"], strict=True)),
                     "value": per_cell["value"].astype(float),
-                    "diverged": [
-                        bool(diverged[tuple(key)]) for key in per_cell[keys].itertuples(index=False)
+                    "run": [
+                        layout.CELL.format(
+                            experiment=key[0],
+                            malfunction=where.loc[key, "malfunction"],
+                            method=key[1],
+                            k=where.loc[key, "k"],
+                            seed=key[2],
+                        )
+                        for key in cell_keys
                     ],
+                    "diverged": [bool(diverged[key]) for key in cell_keys],
                 }
             )
         )
