@@ -87,7 +87,11 @@ def test_every_dataset_a_variant_creates_has_a_split_and_cell_inputs():
             {"lr": [0.1]},
             "unknown grid axis 'lr'; choose one of: clients, corruption, held_out, partition",
         ),
-        ({"clients": [1]}, "axis clients: 1 is not an int >= 2"),
+        ({"clients": [1]}, "axis clients: 1 is not an int from 2 to 1000"),
+        (  # an absurd count stops here, not in the split step hours later
+            {"clients": [4, 10**12]},
+            "axis clients: 1000000000000 is not an int from 2 to 1000; give a number of clients",
+        ),
         ({"sfa.scale": [1]}, "unknown grid axis 'sfa.scale'"),
         ({"ana.scale": [1.0, 1]}, "two values have the same label"),
     ],

@@ -36,6 +36,7 @@ from typing import Any
 
 from benchlib.errors import BenchlibError, require
 from benchlib.fl.malfunction_catalog import MALFUNCTIONS
+from benchlib.limits import MAX_CLIENTS
 from benchlib.readings import READINGS, Reading, apply_dataset_settings
 from benchlib.registry import Registry
 
@@ -67,9 +68,15 @@ def register_axis(name: str, data: bool, description: str) -> Callable[[Callable
     return decorate
 
 
-@register_axis("clients", data=True, description="number of clients (an int >= 2)")
+@register_axis(
+    "clients", data=True, description=f"number of clients (an int from 2 to {MAX_CLIENTS})"
+)
 def _clients(dataset: dict[str, Any], value: Any) -> None:
-    require(isinstance(value, int) and value >= 2, f"axis clients: {value!r} is not an int >= 2")
+    require(
+        isinstance(value, int) and 2 <= value <= MAX_CLIENTS,
+        f"axis clients: {value!r} is not an int from 2 to {MAX_CLIENTS}; give a number of "
+        "clients in that range",
+    )
     dataset["clients"] = value
 
 

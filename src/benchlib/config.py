@@ -44,6 +44,7 @@ from benchlib.axes import (
 from benchlib.data.corruptions import cell_store, corruption_schema, resolved_json, scenario_of
 from benchlib.errors import BenchlibError, require
 from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS, malfunction_settings
+from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODEL_INIT, model_settings
 from benchlib.readings import method_settings
@@ -65,6 +66,9 @@ def schema() -> dict[str, Any]:
     dataset = result["properties"]["datasets"]["additionalProperties"]["properties"]
     dataset["task"]["enum"] = TASKS.names()
     dataset["task"]["default"] = DEFAULT_TASK
+    dataset["clients"]["maximum"] = MAX_CLIENTS
+    experiment = result["properties"]["experiments"]["additionalProperties"]["properties"]
+    experiment["seeds"]["items"]["maximum"] = MAX_SEED
     dataset["training"] = TrainingSettings.params().schema()
     # the sections declared in code: the file keeps only their descriptions
     dataset["split"] |= SplitSettings.params().schema()
@@ -140,6 +144,10 @@ def _message(error: jsonschema.ValidationError) -> str:
             f"the id {error.instance[:20]}... has {len(error.instance)} characters; ids become "
             f"file names, so use at most {error.validator_value}"
         )
+    if error.validator == "maximum" and error.path:
+        # a bound of benchlib.limits (or a parameter's): name the key, the bound and the fix
+        key = next((str(p) for p in reversed(error.path) if not isinstance(p, int)), "it")
+        return f"{error.message}; set {key} <= {error.validator_value}"
     if error.validator in ("oneOf", "anyOf") and error.context:
         options = sorted({sub.message for sub in error.context if not sub.path})
         if options:

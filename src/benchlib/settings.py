@@ -18,6 +18,14 @@ from fractions import Fraction
 from typing import Any, Self
 
 from benchlib.errors import BenchlibError, require
+from benchlib.limits import (
+    MAX_BATCH_SIZE,
+    MAX_LOCAL_EPOCHS,
+    MAX_PREFETCH,
+    MAX_ROUNDS,
+    MAX_SAVED_PREDICTIONS,
+    MAX_SEED,
+)
 from benchlib.params import UNSET, Param, Params
 
 # Training augmentations a dataset may list (torchvision.transforms.v2 classes, applied per sample).
@@ -45,7 +53,9 @@ def setting(schema: dict[str, Any], default: Any = UNSET, description: str = "")
     return dataclasses.field(default=default, metadata=metadata)
 
 
-POSITIVE_INT = {"type": "integer", "minimum": 1}
+def positive_int(maximum: int) -> dict[str, Any]:
+    """The schema of a count from 1 to ``maximum`` (:mod:`benchlib.limits`)."""
+    return {"type": "integer", "minimum": 1, "maximum": maximum}
 
 
 class Settings:
@@ -82,9 +92,11 @@ class TrainingSettings(Settings):
 
     optimizer: str = setting({"enum": ["adam", "sgd"]}, description="local optimizer")
     lr: float = setting({"type": "number", "exclusiveMinimum": 0}, description="learning rate")
-    batch_size: int = setting(POSITIVE_INT, description="local batch size")
-    local_epochs: int = setting(POSITIVE_INT, description="local epochs per round")
-    rounds: int = setting(POSITIVE_INT, description="communication rounds")
+    batch_size: int = setting(positive_int(MAX_BATCH_SIZE), description="local batch size")
+    local_epochs: int = setting(
+        positive_int(MAX_LOCAL_EPOCHS), description="local epochs per round"
+    )
+    rounds: int = setting(positive_int(MAX_ROUNDS), description="communication rounds")
     weight_decay: float = setting({"type": "number", "minimum": 0}, 0.0, "L2 weight decay")
     momentum: float = setting(
         {"type": "number", "minimum": 0, "maximum": 1}, 0.0, "SGD momentum (sgd only)"
@@ -107,7 +119,7 @@ class TrainingSettings(Settings):
         "memory-mapped store one batch at a time",
     )
     prefetch: int = setting(
-        {"type": "integer", "minimum": 0},
+        {"type": "integer", "minimum": 0, "maximum": MAX_PREFETCH},
         2,
         "streamed data - batches read ahead of the training step by background threads; 0 = "
         "every step reads its own batch; no effect on the results",
@@ -146,7 +158,7 @@ class TrainingSettings(Settings):
         "the CPU has (numbers then depend on the machine); no effect on a GPU",
     )
     save_predictions: int = setting(
-        {"type": "integer", "minimum": 0},
+        {"type": "integer", "minimum": 0, "maximum": MAX_SAVED_PREDICTIONS},
         0,
         "segmentation - keep the predicted class maps of this many test samples per client in "
         "metrics.json",
@@ -202,7 +214,7 @@ class SplitSettings(Settings):
         SHARE, 0.0, "random mode (given there) - share of each client's samples in test"
     )
     seed: int = setting(
-        {"type": "integer", "minimum": 0},
+        {"type": "integer", "minimum": 0, "maximum": MAX_SEED},
         0,
         "seed of the partition, the subsets and a corruption's choice of clients",
     )

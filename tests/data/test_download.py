@@ -1,6 +1,6 @@
-"""Checksummed downloads (benchlib.data.download) against a real HTTP server on 127.0.0.1:
-a good file arrives and is cached, a wrong checksum or a truncated transfer stops with a clear
-one-line error and leaves no file behind."""
+"""Checksummed downloads (benchlib.data.download) against a real HTTP server and a real FTP
+server on 127.0.0.1: a good file arrives and is cached, a wrong checksum, a truncated transfer or
+a file over its size bound stops with a clear one-line error and leaves no file behind."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 from conftest import benchlib_exe, tool_env
+from helpers.ftp_server import serve_ftp
 from helpers.http_server import serve_directory
 
 from benchlib.data.download import RemoteFile, check_remote, fetch, remote_file, remote_files
@@ -230,3 +231,67 @@ def test_an_unpinned_download_is_bounded_by_its_size(
         fetch(remote, tmp_path / "cache", retries=0, context="ctx")
     assert phrase in str(info.value) and "fix ctx.url" in str(info.value)
     assert list((tmp_path / "cache").iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------- FTP
+@pytest.fixture
+def ftp_root(tmp_path):
+    root = tmp_path / "ftp"
+    root.mkdir()
+    (root / "data.bin").write_bytes(PAYLOAD)
+    return root
+
+
+def test_an_ftp_download_arrives_verified_logged_and_cached(ftp_root, tmp_path, caplog):
+    """From the URL's own port (pooch's FTP downloader always dialled port 21), with the same
+    progress lines as HTTP."""
+    with serve_ftp(ftp_root) as (url, commands):
+        remote = RemoteFile("data.bin", f"{url}/data.bin", PAYLOAD_SHA)
+        with caplog.at_level(logging.INFO, logger="benchlib"):
+            path = fetch(remote, tmp_path / "cache", retries=0)
+        assert path.read_bytes() == PAYLOAD
+        assert commands.count("RETR /data.bin") == 1 and "SIZE /data.bin" in commands
+        assert fetch(remote, tmp_path / "cache", retries=0) == path  # the cache: no transfer
+        assert commands.count("RETR /data.bin") == 1
+    assert "data.bin: 102.4 kB downloaded in " in caplog.text
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["data.bin"]
+
+
+@pytest.mark.parametrize(
+    "announce, size, cap, phrase",
+    [
+        (True, 1000, None, "announces 102,400 bytes, more than the 1,000"),
+        (True, 0, 5000, "announces 102,400 bytes, more than the 5,000"),
+        (False, 1000, None, "bytes, more than the 1,000"),  # no SIZE: counted as it arrives
+        (False, 0, 5000, "bytes, more than the 5,000"),
+    ],
+)
+def test_an_ftp_download_is_bounded_like_an_http_one(
+    ftp_root, tmp_path, monkeypatch, announce, size, cap, phrase
+):
+    """The file's known size, or the cap on any download, stops an FTP transfer too, whether
+    the server announces the size (SIZE) or not, and nothing is left behind."""
+    import benchlib.data.download as download
+
+    if cap is not None:
+        monkeypatch.setattr(download, "MAX_DOWNLOAD_BYTES", cap)
+    with serve_ftp(ftp_root, announce_size=announce) as (url, commands):
+        remote = RemoteFile("data.bin", f"{url}/data.bin", "", pinned=False, size=size)
+        with pytest.raises(BenchlibError, match="more than the") as info:
+            fetch(remote, tmp_path / "cache", retries=0, context="ctx")
+    message = str(info.value)
+    assert phrase in message and "fix ctx.url" in message and "\n" not in message
+    assert message.startswith(f"{url}/data.bin {'announces' if announce else 'sent'} ")
+    assert ("RETR /data.bin" in commands) is not announce  # an announced size stops it first
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_a_missing_ftp_file_is_a_clear_error(ftp_root, tmp_path):
+    with serve_ftp(ftp_root) as (url, _):
+        remote = RemoteFile("data.bin", f"{url}/nothing.bin", PAYLOAD_SHA)
+        with pytest.raises(BenchlibError) as info:
+            fetch(remote, tmp_path / "cache", retries=0, context="ctx")
+    message = str(info.value)
+    assert message.startswith(f"download of {url}/nothing.bin failed (FTP: 550 no such file)")
+    assert "point ctx.url at a reachable copy" in message
+    assert not (tmp_path / "cache" / "data.bin").exists()

@@ -218,6 +218,24 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(lambda c: dataset(c)["training"].update(rounds=0))
 
 
+@case(
+    "absurd_rounds",
+    "training.rounds: 1000000000000 is greater than the maximum of 100000; set rounds <= 100000",
+)
+def _(ctx: Ctx) -> list[str]:
+    return ctx.check_config(lambda c: dataset(c)["training"].update(rounds=10**12))
+
+
+@case("absurd_local_epochs", "local_epochs: 1000000 is greater than the maximum of 1000; set")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.check_config(lambda c: dataset(c)["training"].update(local_epochs=10**6))
+
+
+@case("absurd_seed", "seeds.1: 1000000000000 is greater than the maximum of 2147483647; set")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.check_config(lambda c: experiment(c).update(seeds=[0, 10**12]))
+
+
 @case("dirichlet_alpha_not_positive", "alpha: 0 is less than or equal to the minimum of 0")
 def _(ctx: Ctx) -> list[str]:
     return ctx.check_config(

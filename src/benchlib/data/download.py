@@ -8,9 +8,11 @@ step calls :func:`fetch` again, which only re-checks the hash of the file alread
 pooch streams every download into a temporary file beside the target and moves it into place only
 when its sha256 matches, so a failed, truncated or tampered download never leaves a file behind.
 
-Progress: on a terminal, pooch's tqdm bar; otherwise (a Snakemake job's log, a batch job) an HTTP
+Progress: on a terminal, pooch's tqdm bar; otherwise (a Snakemake job's log, a batch job) a
 download logs a line with the bytes so far, the rate and an ETA every :data:`PROGRESS_EVERY_S`
-seconds, and one line when it ends (:class:`LogProgress`).
+seconds, and one line when it ends (:class:`LogProgress`). Every download, HTTP(S) or FTP
+(:mod:`benchlib.data.ftp`), stops past the file's known size, or :data:`MAX_DOWNLOAD_BYTES` for a
+file of unknown size, announced or received (:class:`BoundedProgress`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from benchlib.data.ftp import FTPDownload
 from benchlib.durations import format_duration
 from benchlib.errors import BenchlibError, require
 from benchlib.io import sha256_file
@@ -37,7 +40,7 @@ DEFAULT_TIMEOUT_S = 60.0
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 PROGRESS_EVERY_S = 10.0  # off a terminal: seconds between a download's progress lines
-MAX_DOWNLOAD_BYTES = 200 * 1024**3  # the most an HTTP download of unknown size may write
+MAX_DOWNLOAD_BYTES = 200 * 1024**3  # the most a download of unknown size may write
 
 
 @dataclass(frozen=True)
@@ -176,14 +179,15 @@ def fetch(
         LOG.warning("cached %s fails its size or sha256 check; downloading it again", target)
         target.unlink()
     folder.mkdir(parents=True, exist_ok=True)
-    terminal = _on_terminal()
+    # HTTP(S) and FTP alike: progress shown, and the bytes bounded by the file's known size (or
+    # MAX_DOWNLOAD_BYTES), announced or received
+    progress = _terminal_bar() if _on_terminal() else LogProgress(remote.name)
+    limit = remote.size or MAX_DOWNLOAD_BYTES
+    bounded = BoundedProgress(progress, limit, remote.url, context, remote.url_param)
     if urlparse(remote.url).scheme.startswith("http"):
-        progress = _terminal_bar() if terminal else LogProgress(remote.name)
-        limit = remote.size or MAX_DOWNLOAD_BYTES
-        bounded = BoundedProgress(progress, limit, remote.url, context, remote.url_param)
-        downloader = pooch.HTTPDownloader(progressbar=bounded, timeout=timeout)
-    else:  # pooch's FTP downloader knows only its own tqdm bar
-        downloader = pooch.FTPDownloader(progressbar=terminal, timeout=timeout)
+        downloader: Any = pooch.HTTPDownloader(progressbar=bounded, timeout=timeout)
+    else:
+        downloader = FTPDownload(bounded, timeout)
     cache = pooch.create(
         path=folder,
         base_url="",

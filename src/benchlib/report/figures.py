@@ -36,3 +36,24 @@ def save_figure(figure: Any, pdf: Path, png: Path | None = None, *, tight: bool 
     if png is not None:
         write_with_atomic(png, lambda tmp: figure.savefig(tmp, format="png", dpi=150, **bbox))
     plt.close(figure)
+
+
+def mark_diverged(ax: Any, frame: Any, x: str, y: str) -> None:
+    """A dagger beside every point whose value includes diverged cells (``diverged`` > 0) and
+    a note under the axes counting them."""
+    from benchlib.report.stats import DIVERGED_SIGN
+
+    if "diverged" not in frame or not (frame["diverged"] > 0).any():
+        return
+    marked = frame[frame["diverged"] > 0]
+    for point in marked.itertuples():
+        ax.annotate(DIVERGED_SIGN, (getattr(point, x), getattr(point, y)), fontsize=8)
+    points = "point includes" if len(marked) == 1 else "points include"
+    ax.text(
+        0.0,
+        -0.2,
+        f"{DIVERGED_SIGN} {len(marked)} {points} diverged cells (non-finite models)",
+        transform=ax.transAxes,
+        fontsize=7,
+        va="top",
+    )

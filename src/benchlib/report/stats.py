@@ -155,6 +155,23 @@ def diverged_note(count: int) -> str:
     )
 
 
+# The same mark in Markdown reports and figures (plain text, no LaTeX)
+DIVERGED_SIGN = "\u2020"
+
+
+def diverged_cells_note(labels: list[str]) -> str:
+    """The note (Markdown) of a paper-vs-ours report whose values include the diverged cells
+    ``labels`` (one label per cell), counting and naming them; empty for none."""
+    if not labels:
+        return ""
+    cells = "cell" if len(labels) == 1 else "cells"
+    return (
+        f"{DIVERGED_SIGN} {len(labels)} diverged {cells} (non-finite model weights during "
+        f"training): {', '.join(labels)}. Values marked {DIVERGED_SIGN} include them and are "
+        "not comparable with the paper's."
+    )
+
+
 # JSON-schema properties of a report entry that shows one metric (see MetricDisplay.resolve)
 METRIC_PARAMS: dict[str, Param] = {
     "metric": Param(

@@ -95,6 +95,53 @@ def test_tfl_table4_report_by_hand(tmp_path: Path) -> None:
     assert out[1].read_bytes().startswith(b"%PDF")
 
 
+def test_a_diverged_cell_is_marked_and_named(tmp_path: Path, monkeypatch) -> None:
+    """TFL's seed-1 cell of tpt48_ew recorded non-finite models (metrics.json
+    ``history.nonfinite``): the two columns it fills (E->W out of, E->E in federation) mark
+    TFL's value with a dagger, in the table and the figure, and one note names the cell."""
+    import benchlib.report.figures as figures
+
+    config = load_config(REPO / "config" / "tfl_tpt48.yaml")
+    spec = config.reports["tfl_vs_paper"].spec
+    inputs = [Path(config.reports["tfl_vs_paper"].inputs[0]), *write_cells(spec, tmp_path)]
+    (entry,) = [
+        f
+        for f in spec["columns"][0]["files"]
+        if (f["experiment"], f["method"], f["seed"]) == ("tpt48_ew", "tfl", 1)
+    ]
+    path = tmp_path / entry["path"]
+    metrics = json.loads(path.read_text())
+    metrics["history"] = {"nonfinite": [{"round": 4, "model": 3}]}
+    path.write_text(json.dumps(metrics))
+    drawn = []
+    monkeypatch.setattr(figures, "save_figure", lambda figure, pdf: drawn.append(figure))
+    out = [tmp_path / "vs.md", tmp_path / "vs.pdf"]
+    get_kind("paper_comparison").render(spec, inputs, out)
+    text = out[0].read_text()
+    sections = {part.split(":")[0]: part for part in text.split("\n## ")[1:]}
+    for column in ("E(24) -> W(24)", "E(24) -> E(24)"):
+        rows = [r for r in sections[f"Table 4, {column}"].splitlines() if r.startswith("| ")]
+        marked = [r.split(" | ")[0] for r in rows if "\u2020" in r]
+        assert marked == ["| tfl"], column
+    for column in ("N(24) -> S(24)", "N(24) -> N(24)"):
+        assert "\u2020" not in sections[f"Table 4, {column}"]
+    note = (
+        "\u2020 1 diverged cell (non-finite model weights during training): "
+        "tpt48_ew/none/tfl/k0/seed1. Values marked \u2020 include them and are not comparable "
+        "with the paper's."
+    )
+    assert note in text.splitlines()
+    # the values are those of the cells as measured: marked, never changed
+    assert "| tfl | 0.4800 +- 0.0490\u2020 | " in sections["Table 4, E(24) -> W(24)"]
+    (ax,) = drawn[0].axes  # one panel: mse
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == [
+        "\u2020",
+        "\u2020",
+        "\u2020 2 points include diverged cells (non-finite models)",
+    ]
+
+
 def test_report_scores_cells_as_the_tfl_table_does(tmp_path: Path, monkeypatch) -> None:
     """The same cells through Table 4 (tfl_table, pooled predictions) and the comparison
     report: every method's value agrees. Before, the report took the unweighted mean of the
@@ -182,6 +229,41 @@ def test_fedagain_demo_report_by_hand(tmp_path: Path) -> None:
     assert "| Figure 10 | Light | precision_macro | 2 |" in text
     # macro scores in percent too (no per-class counts here: test-size-weighted client values)
     assert "| fedavg | 70.00 +- 0.00 | n too small (n = 1) | 1 | ~67.00 | 3.00 | - |" in text
+
+
+def test_a_diverged_pooled_cell_is_marked_and_named(tmp_path: Path) -> None:
+    """Pooled columns read the collected CSVs: a cell with ``nonfinite`` > 0 on its rows gets
+    a dagger in every column and metric it fills, and the note names it."""
+    config = load_config(REPO / "config" / "fedagain_demo.yaml")
+    spec = config.reports["fedagain_vs_paper"].spec
+    inputs = [Path(config.reports["fedagain_vs_paper"].inputs[0])]
+    marked_experiment = "demo_corruption__corruption_light"
+    for path in config.reports["fedagain_vs_paper"].inputs[1:]:
+        experiment = Path(path).parent.name
+        frame = pd.DataFrame(
+            collected_rows(experiment, "fedagain", [0.9, 0.6])
+            + collected_rows(experiment, "fedavg", [0.7, 0.7])
+        )
+        diverged = (frame["method_id"] == "fedavg") & (frame["experiment"] == marked_experiment)
+        frame["nonfinite"] = diverged.astype(int) * 2
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(target, index=False)
+        inputs.append(target)
+    out = [tmp_path / "vs.md", tmp_path / "vs.pdf"]
+    get_kind("paper_comparison").render(spec, inputs, out)
+    lines = out[0].read_text().splitlines()
+    marked = [line for line in lines if line.startswith("| ") and "\u2020" in line]
+    filled = sum(
+        len(c["metrics"]) for c in spec["columns"] if marked_experiment in c["experiments"]
+    )
+    assert filled >= 2 and len(marked) == filled
+    assert all(line.startswith("| fedavg | 70.00 +- 0.00\u2020 | ") for line in marked)
+    assert (
+        "\u2020 1 diverged cell (non-finite model weights during training): "
+        f"{marked_experiment}/none/fedavg/k0/seed0. Values marked \u2020 include them and are not "
+        "comparable with the paper's."
+    ) in lines
 
 
 def test_columns_mode_errors() -> None:

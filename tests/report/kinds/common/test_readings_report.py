@@ -53,10 +53,14 @@ def write_cells(config, spec: dict, folder: Path) -> list[Path]:
     return [folder / p for p in get_kind("readings").inputs(spec)[1:]]
 
 
-def render(config, tmp_path: Path, spec: dict | None = None) -> str:
+def render(config, tmp_path: Path, spec: dict | None = None, edit=None) -> str:
+    """The report's text over :func:`write_cells`'s cells (``edit(spec, folder)``: changes
+    them first)."""
     report = config.reports["tfl_table4_readings"]
     spec = spec or report.spec
     inputs = [Path(report.inputs[0]), *write_cells(config, spec, tmp_path)]
+    if edit is not None:
+        edit(spec, tmp_path)
     out = [tmp_path / "r.md", tmp_path / "r.pdf"]
     get_kind("readings").render(spec, inputs, out)
     assert out[1].read_bytes().startswith(b"%PDF")
@@ -107,6 +111,41 @@ def test_table4_readings_by_hand(tpt48, tmp_path: Path) -> None:
         "| fedprox > fedavg | -0.1000 | 3 | every pair differs by the same amount" in line
         for line in lines
     )
+
+
+def test_a_diverged_cell_is_marked_under_every_reading_that_reads_it(tpt48, tmp_path) -> None:
+    """DRFA's seed-1 E->W cell at dual step 0.01 recorded non-finite models: both readings
+    that read it (the prior does not concern DRFA, so they share the cell) mark its value
+    with a dagger, the other readings do not, and one note names the cell."""
+    combos = tpt48.reports["tfl_table4_readings"].spec["combinations"]
+    (path,) = {  # one run, read by two reading variants
+        f["path"]
+        for combo in combos
+        if combo["readings"]["dual_step"] == "gamma_0.01"
+        for f in combo["columns"][0]["files"]
+        if (f["method"], f["seed"]) == ("drfa", 1)
+    }
+    assert (
+        path == "results/runs/tpt48_ew__reading_dual_step_gamma0p01/none/drfa/k0/seed1/metrics.json"
+    )
+
+    def diverge(spec: dict, folder: Path) -> None:
+        target = folder / path
+        target.write_text(json.dumps({**json.loads(target.read_text()), "history": {
+            "nonfinite": [{"round": 2, "model": 0}]}}))  # fmt: skip
+
+    lines = render(tpt48, tmp_path, edit=diverge).splitlines()
+    for column in ("E(24) -> W(24)", "E(24) -> E(24)"):  # the cell fills both (OOF and IF)
+        section = lines.index(f"## Table 4, {column}: mse")
+        row = next(line for line in lines[section:] if line.startswith("| drfa |"))
+        marked = ["\u2020" in cell for cell in row.split(" | ")[2:]]
+        assert marked == [c["readings"]["dual_step"] == "gamma_0.01" for c in combos]
+    assert sum("\u2020" in line for line in lines if line.startswith("| ")) == 2
+    assert (  # counted once, named by its run
+        "\u2020 1 diverged cell (non-finite model weights during training): "
+        "tpt48_ew__reading_dual_step_gamma0p01/none/drfa/k0/seed1. Values marked \u2020 include "
+        "them and are not comparable with the paper's."
+    ) in lines
 
 
 def test_a_report_on_some_seeds_reads_only_theirs(tpt48, tmp_path: Path) -> None:

@@ -267,6 +267,54 @@ def test_paper_comparison_by_hand(tmp_path: Path) -> None:
     assert not math.isnan(frame["ours"].sum())
 
 
+def test_paper_comparison_marks_diverged_cells(tmp_path: Path, monkeypatch) -> None:
+    """A value over a cell whose models went non-finite (collected ``nonfinite``) carries a
+    dagger in the table and the figure, and a note counts and names the cell: a reader
+    comparing with the paper never takes it for an ordinary number."""
+    import benchlib.report.kinds.common.paper_comparison as comparison
+
+    entry = {"dataset": "femnist", "scale": "sample"}
+    report = config(vs={"kind": "paper_comparison", "compare": {"smoke": entry}}).reports["vs"]
+    paper = pd.DataFrame([
+        {"table": 3, "dataset": "femnist", "malfunction": "sfa", "method": "fedavg", "k": k,
+         "metric": "accuracy", "mean": mean, "std": 2.0}
+        for k, mean in [(1, 83.6), (2, 76.6)]
+    ])  # fmt: skip
+    collected = pd.DataFrame(collected_rows("smoke", "fedavg", 0.8))
+    # FedAvg's SFA k = 2 cell (seed 0) recorded 3 non-finite models; the others none
+    diverged = (collected["malfunction"] == "sfa") & (collected["k"] == 2)
+    collected["nonfinite"] = diverged.astype(int) * 3
+    frame = compare_frame(collected, paper, report.spec["experiments"])
+    flags = {(row.malfunction, row.k): row.diverged for row in frame.itertuples()}
+    assert flags == {("sfa", 1): 0, ("sfa", 2): 1, ("ana", 1): 0, ("ana", 2): 0}
+
+    figures = []
+    monkeypatch.setattr(comparison, "save_figure", lambda figure, pdf: figures.append(figure))
+    paper_csv = tmp_path / "paper.csv"
+    paper.to_csv(paper_csv, index=False)
+    out = [tmp_path / "vs.md", tmp_path / "vs.pdf"]
+    inputs = [paper_csv, *write_collected(collected, tmp_path)]
+    get_kind("paper_comparison").render(report.spec, inputs, out)
+    lines = out[0].read_text().splitlines()
+    # ours: 0.83 - 0.1 k in percent, std over the clients 2.2
+    assert any(line.startswith("| fedavg | 2 | 63.0 +- 2.2\u2020 | 76.6 +- 2.0 | -13.6 | no |")
+               for line in lines)  # fmt: skip
+    assert any(line.startswith("| fedavg | 1 | 73.0 +- 2.2 | 83.6") for line in lines)
+    assert sum("\u2020 |" in line for line in lines) == 1
+    note = (
+        "\u2020 1 diverged cell (non-finite model weights during training): "
+        "smoke/sfa/fedavg/k2/seed0. Values marked \u2020 include them and are not comparable "
+        "with the paper's."
+    )
+    assert note in lines
+    (ax,) = figures[0].axes
+    assert [t.get_text() for t in ax.texts] == [
+        "\u2020",  # beside the point (paper 76.6, ours 63.0)
+        "\u2020 1 point includes diverged cells (non-finite models)",
+    ]
+    assert ax.texts[0].xy == pytest.approx((76.6, 63.0))
+
+
 def test_topology_figure_one_row_per_dataset() -> None:
     raw = raw_config()
     raw["datasets"]["second"] = {**raw["datasets"]["mnist5k"], "label": "Second set"}

@@ -14,6 +14,7 @@ from benchlib.report.statistics import (
     is_lower_better,
     test_frame,
 )
+from benchlib.report.stats import DIVERGED_SIGN, diverged_cells_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -24,10 +25,15 @@ YES_NO = {True: "yes", False: "no"}
 
 def compare_columns(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """One row per (source, column, metric, method) we ran: ours (mean and std over the
-    column's cells), cells, the paper's mean, std and approx flag, difference, within 2 std."""
-    grouped = cells.groupby([*KEYS, "method"], sort=False)["value"]
-    ours = grouped.agg(ours="mean", cells="size").reset_index()
-    ours["ours_std"] = grouped.std(ddof=0).to_numpy()
+    column's cells), cells, diverged (how many of them diverged), the paper's mean, std and
+    approx flag, difference, within 2 std."""
+    flags = cells["diverged"].astype(bool) if "diverged" in cells else False
+    grouped = cells.assign(diverged=flags).groupby([*KEYS, "method"], sort=False)
+    ours = grouped.agg(
+        ours=("value", "mean"), cells=("value", "size"), diverged=("diverged", "sum")
+    ).reset_index()
+    ours["ours_std"] = grouped["value"].std(ddof=0).to_numpy()
+    ours["diverged"] = ours["diverged"].astype(int)
     values = paper.rename(columns={"mean": "paper", "std": "paper_std"})
     merged = ours.merge(
         values[[*KEYS, "method", "paper", "paper_std", "approx"]],
@@ -39,6 +45,14 @@ def compare_columns(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
         merged["paper_std"].notna()
     )
     return merged
+
+
+def diverged_labels(cells: pd.DataFrame) -> list[str]:
+    """The id (``experiment/malfunction/method/kK/seedS``) of every scored cell whose models went
+    non-finite, once however many columns (or readings) read it."""
+    if "diverged" not in cells:
+        return []
+    return sorted(set(cells.loc[cells["diverged"].astype(bool), "run"]))
 
 
 def column_taus(frame: pd.DataFrame, references: list[str]) -> pd.DataFrame:
@@ -92,9 +106,11 @@ def markdown(
     tests: pd.DataFrame,
     figure: str,
     uncompared: pd.DataFrame,
+    diverged: list[str] | None = None,
 ) -> str:
-    """The report text: the scale first, then a summary line per column, then each column, then
-    the paper values of the compared sources that no cell gives (``uncompared``)."""
+    """The report text: the scale first (and the diverged cells, ``diverged``: labels of
+    :func:`diverged_labels`), then a summary line per column, then each column, then the paper
+    values of the compared sources that no cell gives (``uncompared``)."""
     from benchlib.report.kinds.common.paper_tables import SCALES
 
     confidence = round(100 * spec["confidence"])
@@ -107,6 +123,7 @@ def markdown(
         "",
         f"Cell scores: {cells_read} (a cell counts once per column it fills); seeds: {seeds}.",
         "",
+        *([diverged_cells_note(diverged), ""] if diverged else []),
         f"Paper: `{spec['paper_values_name']}` (every number the paper prints for these columns; "
         "`~` = the text gives it only approximately; a paper method is compared with the config "
         "method of that id or, failing one, with the config method that runs it, e.g. the "
@@ -173,8 +190,10 @@ def markdown(
             if row.approx is True:
                 paper = f"~{paper}"
             within = "-" if row.within_2std != row.within_2std else YES_NO[bool(row.within_2std)]
+            mark = DIVERGED_SIGN if getattr(row, "diverged", 0) else ""
+            ours = f"{_num(row.ours, digits)} +- {_num(row.ours_std, digits)}{mark}"
             lines.append(
-                f"| {row.method} | {_num(row.ours, digits)} +- {_num(row.ours_std, digits)} | "
+                f"| {row.method} | {ours} | "
                 f"{ci} | {int(interval['n'].iloc[0]) if len(interval) else 0} | {paper} | "
                 f"{_num(row.difference, digits)} | {within} |"
             )
@@ -202,8 +221,9 @@ def _uncompared_lines(uncompared: pd.DataFrame) -> list[str]:
 
 
 def plot_columns(frame: pd.DataFrame, title: str, pdf: Path) -> None:
-    """Ours vs. the paper per cell, one panel per metric, the diagonal drawn."""
-    from benchlib.report.figures import pyplot, save_figure
+    """Ours vs. the paper per cell, one panel per metric, the diagonal drawn; a value over
+    diverged cells gets a dagger and a note below its panel."""
+    from benchlib.report.figures import mark_diverged, pyplot, save_figure
 
     plt = pyplot()
     compared = frame.dropna(subset=["paper"])
@@ -213,6 +233,7 @@ def plot_columns(frame: pd.DataFrame, title: str, pdf: Path) -> None:
         part = compared[compared["metric"] == metric]
         for method, cells in part.groupby("method", sort=True):
             ax.scatter(cells["paper"], cells["ours"], s=14, label=method)
+        mark_diverged(ax, part, "paper", "ours")
         if len(part):
             low = float(min(part["paper"].min(), part["ours"].min()))
             high = float(max(part["paper"].max(), part["ours"].max()))

@@ -4,6 +4,8 @@ the difference, whether ours lies within 2 paper stds of the paper's mean, and p
 of one malfunction) Kendall's tau between our and the paper's order of the methods. Each compared
 experiment states its scale (``paper`` grid or a ``sample``), so nobody mistakes a CPU sample for a
 reproduction. The figure plots ours against the paper's mean per cell (the diagonal = agreement).
+Our value over a diverged cell (non-finite models) carries a dagger, in the table and the figure,
+and a note under the scale counts and names those cells (both modes).
 Config entry::
 
     reports:
@@ -43,7 +45,7 @@ from benchlib.report.base import (
     register_kind,
     spec_value,
 )
-from benchlib.report.figures import pyplot, save_figure
+from benchlib.report.figures import mark_diverged, pyplot, save_figure
 from benchlib.report.kinds.common.paper_statistics import (
     LIGHTYEAR_KEYS,
     interval_text,
@@ -61,6 +63,7 @@ from benchlib.report.kinds.common.paper_tables import (
     uncompared_values,
 )
 from benchlib.report.statistics import CONFIDENCE, PAIRED_TESTS, RESAMPLES
+from benchlib.report.stats import DIVERGED_SIGN, diverged_cells_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -151,6 +154,33 @@ def compare_frame(
         merged["paper"].notna()
     )
     return merged.sort_values(["experiment", "malfunction", "k", "method_id"], ignore_index=True)
+
+
+def diverged_labels(collected: pd.DataFrame, experiments: list[dict[str, Any]]) -> list[str]:
+    """The id (``experiment/malfunction/method/kK/seedS``) of every compared cell whose models
+    went non-finite (collected ``nonfinite``), in the report's order."""
+    if "nonfinite" not in collected:
+        return []
+    labels = []
+    for exp in experiments:
+        rows = collected[
+            (collected["experiment"] == exp["experiment"])
+            & (collected["k"] > 0)
+            & collected["malfunction"].isin(exp["malfunctions"])
+            & (collected["nonfinite"].fillna(0).astype(int) > 0)
+        ]
+        keys = ["malfunction", "k", "method_id", "seed"]
+        for cell in rows.drop_duplicates(keys).sort_values(keys).itertuples():
+            labels.append(
+                layout.CELL.format(
+                    experiment=exp["experiment"],
+                    malfunction=cell.malfunction,
+                    method=cell.method_id,
+                    k=cell.k,
+                    seed=cell.seed,
+                )
+            )
+    return labels
 
 
 def kendall_by_column(frame: pd.DataFrame) -> pd.DataFrame:
@@ -270,8 +300,10 @@ def markdown(
     figure: str,
     intervals: pd.DataFrame | None = None,
     tests: pd.DataFrame | None = None,
+    diverged: list[str] | None = None,
 ) -> str:
-    """The report text (``intervals`` / ``tests``: :func:`lightyear_statistics`)."""
+    """The report text (``intervals`` / ``tests``: :func:`lightyear_statistics`; ``diverged``:
+    the labels of the diverged cells, :func:`diverged_labels`)."""
     import pandas as pd
 
     intervals = (
@@ -308,6 +340,7 @@ def markdown(
         f"Cells run: {len(frame)}; with a paper value: {len(compared)}; within 2 paper stds: "
         f"{int(within.sum())} ({_num(100 * within.mean() if len(compared) else None)} %).",
         "",
+        *([diverged_cells_note(diverged), ""] if diverged else []),
         f"![ours vs. paper]({figure})",
         "",
         *_summary_lines(experiments, frame, taus),
@@ -328,8 +361,9 @@ def markdown(
             paper_text = (
                 "-" if row.paper != row.paper else f"{_num(row.paper)} +- {_num(row.paper_std)}"
             )
+            mark = DIVERGED_SIGN if getattr(row, "diverged", 0) else ""
             lines.append(
-                f"| {row.method_id} | {row.k} | {_num(row.ours)} +- {_num(row.ours_std)} | "
+                f"| {row.method_id} | {row.k} | {_num(row.ours)} +- {_num(row.ours_std)}{mark} | "
                 f"{paper_text} | {_num(row.difference)} | {within_text} | "
                 f"{interval_text(intervals, (experiment, malfunction, row.k), row.method_id)} |"
             )
@@ -347,7 +381,7 @@ def markdown(
 
 def plot_comparison(frame: pd.DataFrame, title: str, pdf: Path) -> None:
     """Ours vs. the paper's mean per cell, one colour per (paper) method and one marker per
-    reading, the diagonal drawn."""
+    reading, the diagonal drawn; a value over diverged cells gets a dagger and a note below."""
     plt = pyplot()
     compared = frame.dropna(subset=["paper"])
     figure, ax = plt.subplots(figsize=(4.2, 4.0))
@@ -365,6 +399,7 @@ def plot_comparison(frame: pd.DataFrame, title: str, pdf: Path) -> None:
                 marker=markers.get(reading, "o"),
                 label=label,
             )
+    mark_diverged(ax, compared, "paper", "ours")
     ax.plot([0, 100], [0, 100], color="grey", lw=0.8, ls="--")
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 100)
@@ -512,7 +547,8 @@ def _render_lightyear(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> st
     taus = kendall_by_column(frame)
     intervals, tests = lightyear_statistics(collected, experiments, spec)
     plot_comparison(frame, spec_value(spec, "title"), pdf)
-    return markdown(spec, frame, taus, pdf.name, intervals, tests)
+    diverged = diverged_labels(collected, experiments)
+    return markdown(spec, frame, taus, pdf.name, intervals, tests, diverged)
 
 
 def _render_columns(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> str:
@@ -528,6 +564,7 @@ def _render_columns(spec: dict[str, Any], inputs: list[Path], pdf: Path) -> str:
     report.plot_columns(frame, spec_value(spec, "title"), pdf)
     seeds = sorted({int(cell[1]) for cell in cells["cell"]})  # cell: (experiment, seed)
     uncompared = uncompared_values(values, columns)
+    diverged = report.diverged_labels(cells)
     return report.markdown(
-        {**spec, "seeds": seeds}, frame, taus, intervals, tests, pdf.name, uncompared
+        {**spec, "seeds": seeds}, frame, taus, intervals, tests, pdf.name, uncompared, diverged
     )

@@ -28,7 +28,7 @@ import csv
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from benchlib import layout
@@ -240,7 +240,9 @@ def spec_inputs(columns: list[dict[str, Any]]) -> list[str]:
 @dataclass(frozen=True)
 class Scored:
     """What a column's cells gave: per cell value and per unit value, long frames with the
-    columns method, metric, cell, (unit,) value (metric in [0, 1] not yet in percent)."""
+    columns method, metric, cell, (unit,) value (metric in [0, 1] not yet in percent), run (the
+    cell's id, ``experiment/malfunction/method/kK/seedS``) and diverged (the cell's models went
+    non-finite: metrics.json ``history.nonfinite``)."""
 
     cells: pd.DataFrame
     units: pd.DataFrame
@@ -259,15 +261,29 @@ def _scope_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
         path = files[entry["path"]]
         metrics = read_json(path, "metrics file")
         cell = (entry["experiment"], entry["seed"])
+        history = metrics.get("history")
+        flags = {
+            "run": _cell_id(entry["path"]),  # a variant may read another's cell: name the run
+            "diverged": isinstance(history, dict) and bool(history.get("nonfinite")),
+        }
         for metric in column["metrics"]:
             value = cell_value(
                 metrics, column["scope"], f"test_{metric}", str(path), column["pooling"]
             )
             cells.append(
-                {"method": entry["method"], "metric": metric, "cell": cell, "value": value}
+                {"method": entry["method"], "metric": metric, "cell": cell, "value": value} | flags
             )
     frame = pd.DataFrame(cells)
     return Scored(frame, frame.rename(columns={"cell": "unit"}))
+
+
+def _cell_id(path: str) -> str:
+    """The cell id of a metrics.json path under ``results/runs`` (else its folder)."""
+    folder = PurePosixPath(path).parent
+    try:
+        return str(folder.relative_to(layout.RUNS))
+    except ValueError:
+        return str(folder)
 
 
 def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
@@ -279,10 +295,16 @@ def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
     collected = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
     collected = collected[collected["experiment"].isin(column["experiments"])]
     methods = [m for m, _ in column["methods"]]
+    keys = ["experiment", "method_id", "seed"]
+    nonfinite = collected.get("nonfinite", pd.Series(0, index=collected.index))
+    by_cell = collected.assign(_diverged=nonfinite.fillna(0).astype(int) > 0).groupby(keys)
+    diverged = by_cell["_diverged"].any()  # any of the cell's rows (clients) records some
+    where = by_cell[["malfunction", "k"]].first()
     parts = []
     for metric in column["metrics"]:
         per_cell = pooled_metric(collected, metric)
         per_cell = per_cell[per_cell["method_id"].isin(methods)]
+        cell_keys = [tuple(key) for key in per_cell[keys].itertuples(index=False)]
         parts.append(
             pd.DataFrame(
                 {
@@ -290,6 +312,17 @@ def _pooled_units(column: dict[str, Any], files: dict[str, Path]) -> Scored:
                     "metric": metric,
                     "unit": list(zip(per_cell["experiment"], per_cell["seed"], strict=True)),
                     "value": per_cell["value"].astype(float),
+                    "run": [
+                        layout.CELL.format(
+                            experiment=key[0],
+                            malfunction=where.loc[key, "malfunction"],
+                            method=key[1],
+                            k=where.loc[key, "k"],
+                            seed=key[2],
+                        )
+                        for key in cell_keys
+                    ],
+                    "diverged": [bool(diverged[key]) for key in cell_keys],
                 }
             )
         )
@@ -307,8 +340,9 @@ SCOPE_READERS: dict[str, Callable[[dict[str, Any], dict[str, Path]], Scored]] = 
 
 def score_columns(columns: list[dict[str, Any]], inputs: list[Path]) -> tuple[Any, Any]:
     """(cells, units): long frames over every report column with ``source``, ``column``,
-    ``metric``, ``method`` and ``value`` (percent for [0, 1] metrics), in the report's column
-    and method order; ``inputs`` are the files of :func:`spec_inputs` in that order."""
+    ``metric``, ``method``, ``value`` (percent for [0, 1] metrics) and ``diverged``, in the
+    report's column and method order; ``inputs`` are the files of :func:`spec_inputs` in that
+    order."""
     import pandas as pd
 
     from benchlib.report.stats import PERCENT_METRICS

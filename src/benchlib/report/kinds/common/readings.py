@@ -28,6 +28,7 @@ from benchlib.data.paths import resolve_input_path
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
+from benchlib.report.kinds.common.paper_columns_report import diverged_labels
 from benchlib.report.kinds.common.paper_tables import (
     COLUMN_ENTRY,
     SCALES,
@@ -44,6 +45,7 @@ from benchlib.report.statistics import (
     is_lower_better,
     paired_test,
 )
+from benchlib.report.stats import DIVERGED_SIGN, diverged_cells_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -126,13 +128,16 @@ def score(
     units: pd.DataFrame, paper: pd.DataFrame, references: list[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(means, taus) of one reading: per (column, method) ours = the mean over the column's
-    units and the paper's value; per column Kendall's tau over the methods with a paper value
-    (``references`` left out)."""
+    units, how many of them diverged (non-finite models) and the paper's value; per column
+    Kendall's tau over the methods with a paper value (``references`` left out)."""
     import pandas as pd
 
-    grouped = units.groupby([*KEYS, "method"], sort=False)["value"]
-    means = grouped.agg(ours="mean", units="size").reset_index()
-    means["ours_std"] = grouped.std(ddof=0).to_numpy()
+    flags = units["diverged"].astype(bool) if "diverged" in units else False
+    grouped = units.assign(diverged=flags).groupby([*KEYS, "method"], sort=False)
+    means = grouped.agg(
+        ours=("value", "mean"), units=("value", "size"), diverged=("diverged", "sum")
+    ).reset_index()
+    means["ours_std"] = grouped["value"].std(ddof=0).to_numpy()
     values = paper.rename(columns={"mean": "paper"})[[*KEYS, "method", "paper"]]
     means = means.merge(values, on=[*KEYS, "method"], how="left")
     rows = []
@@ -222,6 +227,7 @@ def markdown(spec: dict[str, Any], results: list[dict[str, Any]], figure: str) -
 
     confidence = round(100 * spec["confidence"])
     swept = list(results[0]["readings"])
+    diverged = list(dict.fromkeys(label for r in results for label in r.get("diverged", [])))
     summary = [
         {
             "label": r["label"],
@@ -239,6 +245,7 @@ def markdown(spec: dict[str, Any], results: list[dict[str, Any]], figure: str) -
         "",
         f"**{conclusion(summary)}**",
         "",
+        *([diverged_cells_note(diverged), ""] if diverged else []),
         f"Readings swept ({len(results)} combinations; declared in `benchlib.readings`, listed "
         "with the paper's words in docs/papers/readings.md; chosen before any run):",
         "",
@@ -314,7 +321,8 @@ def _column_lines(results: list[dict[str, Any]], confidence: int) -> list[str]:
                     cells.append("-")
                     continue
                 mean, std = hit["ours"].iloc[0], hit["ours_std"].iloc[0]
-                text = f"{_num(mean, digits)} +- {_num(std, digits)}"
+                mark = DIVERGED_SIGN if "diverged" in hit and hit["diverged"].iloc[0] else ""
+                text = f"{_num(mean, digits)} +- {_num(std, digits)}{mark}"
                 if len(ci):
                     low, high = ci["ci_low"].iloc[0], ci["ci_high"].iloc[0]
                     text += (
@@ -354,14 +362,15 @@ def _order_lines(results: list[dict[str, Any]]) -> list[str]:
 def evaluate(
     spec: dict[str, Any], paper_values: pd.DataFrame, files: dict[str, Path]
 ) -> list[dict[str, Any]]:
-    """Per reading combination: its label, readings, means, taus, intervals and order tests."""
+    """Per reading combination: its label, readings, means, taus, intervals, order tests and
+    the labels of its diverged cells."""
     from benchlib.report.statistics import interval_frame
 
     results = []
     for combo in spec["combinations"]:
         columns = combo["columns"]
         paper = paper_by_config_method(paper_values, columns)
-        _, units = score_columns(columns, [files[n] for n in spec_inputs(columns)])
+        cells, units = score_columns(columns, [files[n] for n in spec_inputs(columns)])
         means, taus = score(units, paper, spec["references"])
         intervals = interval_frame(units, KEYS, spec["confidence"], spec["resamples"])
         tests = order_tests(units, means, spec["references"], spec["test"])
@@ -373,6 +382,7 @@ def evaluate(
                 "taus": taus,
                 "intervals": intervals,
                 "tests": tests,
+                "diverged": diverged_labels(cells),
             }
         )
     return results

@@ -1,0 +1,115 @@
+"""Upper bounds on the config's counts (benchlib.limits): an absurd value stops the config with
+one line naming the key, the value, the bound and the fix, and every bound lies far above the
+paper configs' settings."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+from benchlib import limits
+from benchlib.config import Config, load_config
+from benchlib.errors import BenchlibError
+
+SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+HUGE = 10**12
+
+
+def training(config: dict) -> dict:
+    return config["datasets"]["mnist5k"]["training"]
+
+
+CASES: dict[str, tuple[Callable[[dict], None], str]] = {
+    "rounds": (
+        lambda c: training(c).update(rounds=HUGE),
+        "config error at datasets.mnist5k.training.rounds: 1000000000000 is greater than the "
+        "maximum of 100000; set rounds <= 100000",
+    ),
+    "local_epochs": (
+        lambda c: training(c).update(local_epochs=10**6),
+        "training.local_epochs: 1000000 is greater than the maximum of 1000; set local_epochs "
+        "<= 1000",
+    ),
+    "batch_size": (
+        lambda c: training(c).update(batch_size=HUGE),
+        "training.batch_size: 1000000000000 is greater than the maximum of 1000000; set "
+        "batch_size <= 1000000",
+    ),
+    "prefetch": (
+        lambda c: training(c).update(prefetch=HUGE),
+        "training.prefetch: 1000000000000 is greater than the maximum of 1000; set prefetch "
+        "<= 1000",
+    ),
+    "save_predictions": (
+        lambda c: training(c).update(save_predictions=HUGE),
+        "training.save_predictions: 1000000000000 is greater than the maximum of 1000; set "
+        "save_predictions <= 1000",
+    ),
+    "clients": (
+        lambda c: c["datasets"]["mnist5k"].update(clients=HUGE),
+        "datasets.mnist5k.clients: 1000000000000 is greater than the maximum of 1000; set "
+        "clients <= 1000",
+    ),
+    "seeds": (
+        lambda c: c["experiments"]["smoke"].update(seeds=[0, HUGE]),
+        "experiments.smoke.seeds.1: 1000000000000 is greater than the maximum of 2147483647; "
+        "set seeds <= 2147483647",
+    ),
+    "split_seed": (
+        lambda c: c["datasets"]["mnist5k"]["split"].update(seed=HUGE),
+        "split.seed: 1000000000000 is greater than the maximum of 2147483647; set seed <= "
+        "2147483647",
+    ),
+    "k": (  # bounded by the dataset's clients (no limit of its own needed)
+        lambda c: c["experiments"]["smoke"].update(k=[0, HUGE]),
+        "experiment smoke: k=1000000000000 malfunctioning clients must be in 0..3",
+    ),
+    "clients_axis": (
+        lambda c: c["experiments"]["smoke"].update(axes={"clients": [4, HUGE]}),
+        "axis clients: 1000000000000 is not an int from 2 to 1000",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_an_absurd_count_is_one_clear_error(name: str) -> None:
+    edit, message = CASES[name]
+    config = copy.deepcopy(SMOKE)
+    edit(config)
+    with pytest.raises(BenchlibError) as info:
+        Config(config)
+    text = str(info.value)
+    assert message in text and "\n" not in text, text
+
+
+def test_the_bounds_themselves_are_accepted() -> None:
+    config = copy.deepcopy(SMOKE)
+    training(config).update(
+        rounds=limits.MAX_ROUNDS,
+        local_epochs=limits.MAX_LOCAL_EPOCHS,
+        batch_size=limits.MAX_BATCH_SIZE,
+    )
+    config["experiments"]["smoke"]["seeds"] = [0, limits.MAX_SEED]
+    loaded = Config(config)
+    assert loaded.datasets["mnist5k"]["training"]["rounds"] == limits.MAX_ROUNDS
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "config" / "paper").glob("*.yaml")), ids=str)
+def test_every_bound_lies_far_above_the_paper_settings(path: Path) -> None:
+    """At least 10x the largest value any paper config uses."""
+    config = load_config(path)
+    settings = [d["training"] for d in config.datasets.values()]
+    largest = {
+        limits.MAX_ROUNDS: max(t["rounds"] for t in settings),
+        limits.MAX_LOCAL_EPOCHS: max(t["local_epochs"] for t in settings),
+        limits.MAX_BATCH_SIZE: max(t["batch_size"] for t in settings),
+        limits.MAX_CLIENTS: max(d["clients"] for d in config.datasets.values()),
+        limits.MAX_SEED: max(s for e in config.experiments.values() for s in e["seeds"]),
+    }
+    for bound, value in largest.items():
+        assert 10 * value <= bound, (bound, value)
