@@ -150,7 +150,11 @@ def test_a_cell_records_the_plugin_behind_its_dataset_source_and_partitioner(
     assert done.returncode == 0, done.stderr
     manifest = json.loads((store / "manifest.json").read_text())
     assert manifest["dataset_source"] == "plugin_noise" and manifest["dataset"] == "noise"
-    dataset.update(clients=4, partition={"name": "plugin_alternate"}, split={"seed": 0})
+    dataset.update(
+        clients=4,
+        partition={"name": "plugin_alternate"},
+        split={"val": 0.2, "test": 0.2, "seed": 0},
+    )
     argv = ["split", "--spec", json.dumps(dataset), "--store", str(store), "--out", str(split)]
     done = run(site, "-m", "benchlib.cli", *argv)
     assert done.returncode == 0, done.stderr
@@ -198,3 +202,22 @@ def test_a_recorded_source_or_partitioner_that_no_package_registers_is_named_unk
         "dataset source",
         "partitioner uninstalled_partitioner",
     ]
+
+
+def test_the_components_a_spec_names_include_its_task_grid_axes_and_readings(smoke_cell_spec):
+    import dataclasses
+
+    from benchlib.provenance import spec_components
+    from benchlib.spec import CellSpec
+
+    spec = CellSpec.from_dict(smoke_cell_spec("fedavg", "sfa", 1))
+    axes = {"clients": 3, "reading.some_choice": "b", "ana.scale": 10.0}
+    assert spec_components(dataclasses.replace(spec, axes=axes)) == [
+        ("method", "fedavg"),
+        ("model", "femnist_cnn"),
+        ("malfunction", "sfa"),
+        ("task", "classification"),
+        ("task implementation", "classification"),
+        ("grid axis", "clients"),
+        ("reading", "some_choice"),
+    ]  # ana's parameter does not reach an sfa cell
