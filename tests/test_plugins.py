@@ -4,13 +4,16 @@ without pip; tests/workflow/test_plugin_package.py installs a real package."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from conftest import REPO, tool_env
+import pandas as pd
+import pytest
+from conftest import REPO, ops_run_args, tool_env
 
 
 def fake_distribution(root: Path, name: str, module: str, source: str) -> None:
@@ -96,3 +99,125 @@ def test_a_plugin_registering_a_built_in_name_is_refused(tmp_path):
     assert "plugin 'clash_decl'" in done.stderr and "method 'fedavg' registered twice" in (
         done.stderr
     )
+
+
+DATA_PLUGIN = """
+    import numpy as np
+
+    from benchlib.data.partition import register_partitioner
+    from benchlib.data.registry import DatasetSource, register_dataset
+
+
+    def build(out_dir, params):
+        import pandas as pd
+
+        from benchlib.data.store import write_store
+
+        index = pd.DataFrame(
+            {"sample_id": [f"s{i:03d}" for i in range(96)], "label": np.arange(96) % 2}
+        )
+        index["group"] = "g"
+        pixels = np.random.default_rng(0).integers(0, 256, (96, 28, 28), dtype=np.uint8)
+        # the manifest's own dataset name is the source's to choose: it names no registry entry
+        write_store(out_dir, dataset="noise", index=index, pixels=pixels, num_classes=2, sources=[])
+
+
+    register_dataset(
+        DatasetSource(name="plugin_noise", build=build, num_classes=2, image_shape=(1, 28, 28))
+    )
+
+
+    @register_partitioner("plugin_alternate", {})
+    def alternate(labels, groups, num_clients, rng):
+        return np.arange(len(labels)) % num_clients
+"""
+DATA_PACKAGE = {"package": "my-data-plugin", "version": "1.2.3"}
+
+
+@pytest.mark.slow  # spawns benchlib run
+def test_a_cell_records_the_plugin_behind_its_dataset_source_and_partitioner(
+    tmp_path, smoke_cell_spec
+):
+    from benchlib.data.store_checks import manifest_checksum
+    from benchlib.digest import numbers_digest
+
+    site, store, split = tmp_path / "site", tmp_path / "store", tmp_path / "split.csv"
+    fake_distribution(site, "my-data-plugin", "my_data_decl", DATA_PLUGIN)
+    dataset = {"dataset": "noise", "source": "plugin_noise"}
+    done = run(
+        site, "-m", "benchlib.cli", "prepare", "--spec", json.dumps(dataset), "--out", str(store)
+    )
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((store / "manifest.json").read_text())
+    assert manifest["dataset_source"] == "plugin_noise" and manifest["dataset"] == "noise"
+    dataset.update(
+        clients=4,
+        partition={"name": "plugin_alternate"},
+        split={"val": 0.2, "test": 0.2, "seed": 0},
+    )
+    argv = ["split", "--spec", json.dumps(dataset), "--store", str(store), "--out", str(split)]
+    done = run(site, "-m", "benchlib.cli", *argv)
+    assert done.returncode == 0, done.stderr
+    # a built-in method, model and malfunction: only the data come from the plugin
+    spec = dict(smoke_cell_spec("fedavg", "sfa", 1))
+    spec["training"] = {**spec["training"], "rounds": 1}
+
+    def provenance_and_digest(out: Path) -> tuple[dict, str]:
+        done = run(site, "-m", "benchlib.cli", *ops_run_args(spec, store, split, out))
+        assert done.returncode == 0, done.stderr[-3000:]
+        metrics = json.loads((out / "metrics.json").read_text())
+        return metrics["provenance"], numbers_digest(metrics)
+
+    provenance, digest = provenance_and_digest(tmp_path / "recorded")
+    assert provenance["plugins"] == [DATA_PACKAGE]
+    assert provenance["plugins_unknown"] == []
+
+    # a store and a split written before either was recorded still run, with the same numbers,
+    # and the cell says what it cannot know rather than claiming built-ins
+    del manifest["dataset_source"]
+    manifest["manifest_sha256"] = manifest_checksum(manifest)
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    table = pd.read_csv(split, dtype=str)
+    assert set(table["partitioner"]) == {"plugin_alternate"}
+    table.drop(columns="partitioner").to_csv(split, index=False)
+    provenance, again = provenance_and_digest(tmp_path / "older")
+    assert provenance["plugins"] == []
+    assert provenance["plugins_unknown"] == ["dataset source", "partitioner"]
+    assert again == digest
+
+
+def test_a_recorded_source_or_partitioner_that_no_package_registers_is_named_unknown(
+    smoke_cell_spec,
+):
+    from benchlib.provenance import plugins_used
+    from benchlib.spec import CellSpec
+
+    spec = CellSpec.from_dict(smoke_cell_spec("fedavg", "sfa", 1))
+    assert plugins_used(spec, "mnist5k", "iid") == {"plugins": [], "plugins_unknown": []}
+    assert plugins_used(spec, "uninstalled_source", None) == {
+        "plugins": [],
+        "plugins_unknown": ["dataset source uninstalled_source", "partitioner"],
+    }
+    assert plugins_used(spec, None, "uninstalled_partitioner")["plugins_unknown"] == [
+        "dataset source",
+        "partitioner uninstalled_partitioner",
+    ]
+
+
+def test_the_components_a_spec_names_include_its_task_grid_axes_and_readings(smoke_cell_spec):
+    import dataclasses
+
+    from benchlib.provenance import spec_components
+    from benchlib.spec import CellSpec
+
+    spec = CellSpec.from_dict(smoke_cell_spec("fedavg", "sfa", 1))
+    axes = {"clients": 3, "reading.some_choice": "b", "ana.scale": 10.0}
+    assert spec_components(dataclasses.replace(spec, axes=axes)) == [
+        ("method", "fedavg"),
+        ("model", "femnist_cnn"),
+        ("malfunction", "sfa"),
+        ("task", "classification"),
+        ("task implementation", "classification"),
+        ("grid axis", "clients"),
+        ("reading", "some_choice"),
+    ]  # ana's parameter does not reach an sfa cell

@@ -56,23 +56,69 @@ def _version(package: str) -> str | None:
         return None
 
 
-def plugins_used(spec: Any) -> list[dict[str, str]]:
-    """The plugin packages (name, version) that provide a component of cell ``spec``."""
-    from benchlib import plugins
+SOURCE = "dataset source"  # registry kinds of the components a store and a split record
+PARTITIONER = "partitioner"
+
+
+def spec_components(spec: Any) -> list[tuple[str, str]]:
+    """The registered components cell ``spec`` names, as (registry kind, name): its method,
+    model, malfunction and task (declaration and implementation), and the grid axes and readings
+    of a variant experiment. (A ``<malfunction>.<parameter>`` axis adds nothing: the cell's own
+    malfunction is listed, and another's parameter does not reach its numbers.)"""
+    from benchlib.axes import READING_PREFIX
 
     components = [
         ("method", spec.method),
         ("model", spec.model["name"]),
         ("malfunction", spec.malfunction),
+        ("task", spec.task),
+        ("task implementation", spec.task),
     ]
-    return plugins.used_by(components)
+    for axis in spec.axes:
+        if axis.startswith(READING_PREFIX):
+            components.append(("reading", axis.removeprefix(READING_PREFIX)))
+        elif "." not in axis:
+            components.append(("grid axis", axis))
+    return components
+
+
+def plugins_used(
+    spec: Any, dataset_source: str | None, partitioner: str | None
+) -> dict[str, list[Any]]:
+    """Which plugin packages cell ``spec`` used, for its provenance.
+
+    ``plugins``: the packages (name, version) that provide a component the spec names
+    (:func:`spec_components`) or the dataset source and partitioner that its store and split
+    record. ``plugins_unknown``: the data components whose package cannot be named, so that a
+    missing record is never read as "built-in": ``"dataset source"`` / ``"partitioner"`` where the
+    store or split records none (written by an older benchlib, or not by ``benchlib prepare`` /
+    ``benchlib split``), ``"<kind> <name>"`` where no installed package registers the recorded
+    name (its plugin was uninstalled since).
+    """
+    from benchlib import plugins
+    from benchlib.data.partition import partitioner_names
+    from benchlib.data.registry import dataset_names
+
+    components = spec_components(spec)
+    unknown = []
+    for kind, name, registered in (
+        (SOURCE, dataset_source, dataset_names),
+        (PARTITIONER, partitioner, partitioner_names),
+    ):
+        if name is None:
+            unknown.append(kind)
+        elif name not in registered():
+            unknown.append(f"{kind} {name}")
+        else:
+            components.append((kind, name))
+    return {"plugins": plugins.used_by(components), "plugins_unknown": unknown}
 
 
 def cell_provenance(
-    device: Any, cpu_kernels: dict[str, Any], plugins: list[dict[str, str]] | None = None
+    device: Any, cpu_kernels: dict[str, Any], plugins: dict[str, list[Any]] | None = None
 ) -> dict[str, Any]:
     """The software and hardware facts a cell's numbers depend on (for metrics.json), with the
-    plugin packages whose components the cell used.
+    plugin packages whose components the cell used (:func:`plugins_used`).
 
     Only facts that change the numbers: no host name, no clock time, so the same cell on the same
     software gives the same bytes on any machine where the kernels match.
@@ -94,5 +140,6 @@ def cell_provenance(
         "device": torch.cuda.get_device_name(device) if on_gpu else "cpu",
         "threads": torch.get_num_threads(),
         "cpu_kernels": cpu_kernels,
-        "plugins": list(plugins or []),
+        "plugins": list((plugins or {}).get("plugins", [])),
+        "plugins_unknown": list((plugins or {}).get("plugins_unknown", [])),
     }

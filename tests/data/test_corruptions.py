@@ -20,7 +20,7 @@ from benchlib.data.corruptions import (
     scenario_of,
     settings_key,
 )
-from benchlib.data.store import load_store, write_store
+from benchlib.data.store import load_store, record_source, write_store
 from benchlib.errors import BenchlibError
 from benchlib.seeding import derive_seed
 
@@ -100,12 +100,14 @@ def tiny(tmp_path):
 def test_corrupt_store_touches_only_training_images_of_corrupted_clients(tiny):
     root, pixels, split = tiny
     train_only = {"ratio": 0.5, "severity": 2, "subsets": ["train"]}  # the declared option
+    record_source(root / "store", "tiny_source")
     record = corrupt_store(root / "store", root / "split.csv", root / "out", 4,
                            scenario_of(train_only), seed=5)  # fmt: skip
     clients = corrupted_clients(4, 0.5, 5)
     assert record["clients"] == clients and len(clients) == 2
     out = load_store(root / "out")
     assert out.manifest["corruption"] == json.loads(json.dumps(record))
+    assert out.dataset_source == "tiny_source"  # the copy keeps its provenance
     changed = [bool((out.pixels[i] != pixels[i]).any()) for i in range(len(pixels))]
     targets = (split["client"].isin(clients) & (split["subset"] == "train")).to_numpy()
     assert record["images"] == int(targets.sum()) == sum(record["types"].values())

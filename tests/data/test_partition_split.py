@@ -7,7 +7,14 @@ import pandas as pd
 import pytest
 
 from benchlib.data.partition import partition
-from benchlib.data.split import SplitSpec, assign_subsets, make_split, read_split, write_split
+from benchlib.data.split import (
+    SplitSpec,
+    assign_subsets,
+    make_split,
+    read_split,
+    split_partitioner,
+    write_split,
+)
 from benchlib.data.store import load_store
 from benchlib.errors import BenchlibError
 from benchlib.seeding import numpy_rng
@@ -111,3 +118,24 @@ def test_read_split_rejects_overlaps(mnist_store, tmp_path):
     with pytest.raises(BenchlibError, match=r"expected 0\.\.2"):
         write_split(table, path)
         read_split(path, data, 3)
+
+
+def test_the_split_records_its_partitioner_and_an_older_split_still_reads(mnist_store, tmp_path):
+    data = load_store(mnist_store)
+    table = make_split(data, SplitSpec(2, "iid", {}, 0.1, 0.1, seed=0))
+    path = tmp_path / "split.csv"
+    write_split(table, path)
+    assert path.read_text().splitlines()[0] == "sample_id,client,subset,group,partitioner"
+    loaded = read_split(path, data, 2)
+    assert split_partitioner(loaded) == "iid" and set(loaded["partitioner"]) == {"iid"}
+    older = tmp_path / "older.csv"  # written before splits recorded their partitioner
+    table.drop(columns="partitioner").to_csv(older, index=False)
+    again = read_split(older, data, 2)
+    assert split_partitioner(again) is None
+    assert again[["sample_id", "client", "subset"]].equals(
+        loaded[["sample_id", "client", "subset"]]
+    )
+    mixed = tmp_path / "mixed.csv"
+    table.assign(partitioner=["iid", "dirichlet"] * (len(table) // 2)).to_csv(mixed, index=False)
+    with pytest.raises(BenchlibError, match=r"names partitioners \['dirichlet', 'iid'\], not one"):
+        read_split(mixed, data, 2)

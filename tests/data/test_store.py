@@ -13,7 +13,7 @@ import pytest
 from helpers.store_edits import copy_store, edit_manifest, reseal
 
 from benchlib.data.sources.mnist5k import SOURCE_SHA256, default_source_file
-from benchlib.data.store import load_store, write_store
+from benchlib.data.store import load_store, record_source, write_store
 from benchlib.errors import BenchlibError
 
 
@@ -195,6 +195,11 @@ DAMAGED_STORES = {
         True,
         "manifest names unknown arrays ['bogus']",
     ),
+    "source_not_a_string": (
+        lambda s: edit_manifest(s, _set("dataset_source", ["mnist5k"])),
+        True,
+        "manifest dataset_source is not a string",
+    ),
     "manifest_is_a_list": (
         lambda s: (s / "manifest.json").write_text("[]"),
         False,
@@ -273,3 +278,25 @@ def test_verify_store_on_the_command_line(mnist_store, tmp_path, capsys):
         f"error: store {store}: index.csv has the label 5, outside 0..4 (the manifest's "
         "num_classes is 5); delete it and prepare it again"
     ]
+
+
+def test_the_manifest_records_the_source_that_prepared_the_store(mnist_store, tmp_path):
+    """``benchlib prepare`` records the registered source (for the cell's provenance) and
+    renews the manifest's own checksum; a store written before it was recorded still loads."""
+    store = copy_store(mnist_store, tmp_path / "store")
+    edit_manifest(store, lambda m: m.pop("dataset_source", None))
+    reseal(store)
+    assert load_store(store).dataset_source is None
+    before = json.loads((store / "manifest.json").read_text())
+    record_source(store, "mnist5k")
+    data = load_store(store, verify="full")
+    assert data.dataset_source == "mnist5k"
+    after = dict(data.manifest)
+    assert after.pop("dataset_source") == "mnist5k"
+    assert after.pop("manifest_sha256") != before.pop("manifest_sha256")
+    assert after == before  # nothing else changed
+    edit_manifest(store, _set("num_classes", 11))  # a hand edit is never re-sealed
+    with pytest.raises(BenchlibError, match=r"manifest\.json was changed after the store"):
+        record_source(store, "mnist5k")
+    with pytest.raises(BenchlibError, match=r"wrote no .*manifest\.json"):
+        record_source(tmp_path / "empty", "mnist5k")

@@ -1,7 +1,10 @@
 """Split CSVs: which client holds each sample and in which subset (train / val / test).
 
-The CSV has columns ``sample_id, client, subset, group``, sorted by client, subset, sample id.
-Samples a partitioner leaves out (e.g. writers beyond the N clients) are not listed.
+The CSV has columns ``sample_id, client, subset, group, partitioner``, sorted by client, subset,
+sample id. ``partitioner`` names the registered partitioner that assigned the clients (the same on
+every row; a cell's provenance names the plugin behind it); splits written before it was recorded
+lack the column. Samples a partitioner leaves out (e.g. writers beyond the N clients) are not
+listed.
 
 Subset modes (``split.mode``):
 
@@ -37,6 +40,7 @@ from benchlib.settings import SplitSettings, parse_fraction
 
 SUBSETS = ("train", "val", "test")
 SPLIT_COLUMNS = ["sample_id", "client", "subset", "group"]
+PARTITIONER_COLUMN = "partitioner"  # optional: splits written before it was recorded lack it
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,7 @@ def make_split(data: PreparedData, spec: SplitSpec) -> pd.DataFrame:
             "client": clients,
             "subset": subsets,
             "group": index["group"],
+            PARTITIONER_COLUMN: spec.partitioner,
         }
     )
     order = {name: i for i, name in enumerate(SUBSETS)}
@@ -179,8 +184,9 @@ def make_split(data: PreparedData, spec: SplitSpec) -> pd.DataFrame:
 
 
 def write_split(table: pd.DataFrame, path: str | Path) -> None:
-    """Write a split table as CSV, atomically."""
-    write_with_atomic(path, lambda tmp: table[SPLIT_COLUMNS].to_csv(tmp, index=False))
+    """Write a split table as CSV, atomically (with its partitioner where the table has one)."""
+    columns = SPLIT_COLUMNS + [c for c in (PARTITIONER_COLUMN,) if c in table]
+    write_with_atomic(path, lambda tmp: table[columns].to_csv(tmp, index=False))
 
 
 def read_split(path: str | Path, data: PreparedData, num_clients: int) -> pd.DataFrame:
@@ -189,7 +195,9 @@ def read_split(path: str | Path, data: PreparedData, num_clients: int) -> pd.Dat
     require(path.is_file(), f"split file {path} not found; run the split step first")
     try:
         table = pd.read_csv(
-            path, dtype={"sample_id": str, "subset": str, "group": str}, keep_default_na=False
+            path,
+            dtype={"sample_id": str, "subset": str, "group": str, PARTITIONER_COLUMN: str},
+            keep_default_na=False,
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise BenchlibError(
@@ -209,6 +217,12 @@ def read_split(path: str | Path, data: PreparedData, num_clients: int) -> pd.Dat
         f"split file {path} names {len(unknown)} samples absent from the prepared data "
         f"(e.g. {sorted(unknown)[0] if unknown else ''}); recreate the split",
     )
+    if PARTITIONER_COLUMN in table:
+        names = sorted(set(table[PARTITIONER_COLUMN]))
+        require(
+            len(names) == 1 and names[0] != "",
+            f"split file {path} names partitioners {names}, not one; recreate it",
+        )
     bad_subsets = set(table["subset"]) - set(SUBSETS)
     require(not bad_subsets, f"split file {path} has unknown subsets {sorted(bad_subsets)}")
     clients = sorted(table["client"].unique().tolist())
@@ -222,3 +236,11 @@ def read_split(path: str | Path, data: PreparedData, num_clients: int) -> pd.Dat
         lacking = [s for s in SUBSETS if s not in held]
         require(not lacking, f"split file {path}: client {client} has no {lacking} samples")
     return table
+
+
+def split_partitioner(table: pd.DataFrame) -> str | None:
+    """The partitioner a split (as :func:`read_split` returns it) records; None for a split
+    written before splits recorded it."""
+    if PARTITIONER_COLUMN not in table or table.empty:
+        return None
+    return str(table[PARTITIONER_COLUMN].iloc[0])

@@ -11,7 +11,9 @@ A store directory holds:
   tabular rows ``[N, F]``); ``masks.npy`` (uint8 ``[N, H, W]`` class per pixel, segmentation);
   ``targets.npy`` (float32 ``[N, T]``, regression);
 - ``manifest.json``: dataset name, task, class count, input shape, the sha256 of each source file,
-  and the sha256 and byte size of every store file.
+  the sha256 and byte size of every store file, and ``dataset_source``: the registered dataset
+  source that prepared the store (added by ``benchlib prepare``, :func:`record_source`; a cell's
+  provenance names the plugin behind it; stores written before it was recorded lack it).
 
 The sha256 of the store files is computed once, when the store is written; a cell checks that the
 files exist with the sizes the manifest records, re-hashes index.csv (small; it holds the labels)
@@ -33,6 +35,7 @@ import pandas as pd
 
 from benchlib.data.store_checks import (
     MANIFEST_CHECKSUM,
+    SOURCE_KEY,
     check_contents,
     check_layout,
     check_manifest,
@@ -70,6 +73,11 @@ class PreparedData:
     @property
     def task(self) -> str:
         return str(self.manifest.get("task", "classification"))
+
+    @property
+    def dataset_source(self) -> str | None:
+        """The dataset source that prepared the store (None: the manifest does not say)."""
+        return self.manifest.get(SOURCE_KEY)
 
     @property
     def pixels(self) -> np.ndarray:
@@ -165,6 +173,20 @@ def write_store(
         }
         manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
+
+
+def record_source(store_dir: str | Path, source: str) -> None:
+    """Record in a written store's manifest the dataset source that prepared it (its checksum
+    renewed), whatever the source's build function wrote there."""
+    path = Path(store_dir) / MANIFEST_FILE
+    require(
+        path.is_file(), f"dataset source {source} wrote no {path} (a bug in the dataset source)"
+    )
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    check_manifest(manifest, Path(store_dir), ARRAYS)  # never re-sign an edited manifest
+    manifest[SOURCE_KEY] = source
+    manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
+    write_json_atomic(path, manifest)
 
 
 def load_store(store_dir: str | Path, *, verify: str = "quick") -> PreparedData:

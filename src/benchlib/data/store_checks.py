@@ -19,6 +19,7 @@ from benchlib.errors import BenchlibError
 from benchlib.io import sha256_json
 
 MANIFEST_CHECKSUM = "manifest_sha256"  # sha256 of the manifest's other fields (canonical JSON)
+SOURCE_KEY = "dataset_source"  # the registered source that prepared the store (provenance)
 INPUT_ARRAYS = ("pixels", "features")
 _CHUNK_ROWS = 4096
 
@@ -62,6 +63,8 @@ def check_manifest(manifest: object, store_dir: Path, known_arrays: dict[str, An
             raise _fail(store_dir, f"manifest {key} is not an object")
     if not isinstance(manifest.get("task", ""), str):
         raise _fail(store_dir, "manifest task is not a string")
+    if not isinstance(manifest.get(SOURCE_KEY, ""), str):
+        raise _fail(store_dir, f"manifest {SOURCE_KEY} is not a string")
 
 
 def npy_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:

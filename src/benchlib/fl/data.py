@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from benchlib.data.split import read_split
+from benchlib.data.split import read_split, split_partitioner
 from benchlib.data.store import PreparedData, load_store
 from benchlib.errors import require
 from benchlib.fl.transforms import Transforms
@@ -203,8 +203,10 @@ class BatchSource:
 
 @dataclass
 class CellData:
-    """A cell's data: each client's rows, the batch source over the store, and what the model
-    and loss are built for (outputs, input shape, the federation's training labels)."""
+    """A cell's data: each client's rows, the batch source over the store, what the model and
+    loss are built for (outputs, input shape, the federation's training labels), and the
+    registered dataset source and partitioner that made the store and the split (provenance;
+    None where they do not record it)."""
 
     clients: list[ClientData]
     source: BatchSource
@@ -212,6 +214,8 @@ class CellData:
     input_shape: tuple[int, ...]  # (C, H, W) of images, (F,) of tabular rows
     train_labels: np.ndarray
     num_classes: int
+    dataset_source: str | None = None
+    partitioner: str | None = None
 
     @classmethod
     def load(
@@ -231,7 +235,8 @@ class CellData:
             f"the store {store_dir} holds a {data.task} dataset but the cell's task is "
             f"{task.name}; set the dataset's task to {data.task}",
         )
-        clients = client_rows(data, read_split(split_path, data, num_clients), num_clients)
+        split = read_split(split_path, data, num_clients)
+        clients = client_rows(data, split, num_clients)
         shape = tuple(data.inputs.shape)
         if len(shape) == 2:  # tabular rows
             input_shape: tuple[int, ...] = (shape[1],)
@@ -246,4 +251,6 @@ class CellData:
                 np.concatenate([c.rows["train"] for c in clients])
             ],
             num_classes=data.num_classes,
+            dataset_source=data.dataset_source,
+            partitioner=split_partitioner(split),
         )

@@ -209,6 +209,7 @@ class CellRun:
             mode=self.settings.data_mode,
         )
         self.clients, self.source = data.clients, data.source
+        self.dataset_source, self.partitioner = data.dataset_source, data.partitioner
         self.num_outputs, self.input_shape = data.num_outputs, data.input_shape
         self.loss_fn = self.task.build_loss(
             self.settings.loss,
@@ -632,7 +633,8 @@ def run_cell(
             )
     if events is not None:
         events.close()
-    provenance = cell_provenance(cell.device, kernels, plugins_used(cell.spec))
+    plugins = plugins_used(cell.spec, cell.dataset_source, cell.partitioner)
+    provenance = cell_provenance(cell.device, kernels, plugins)
     metrics = {**cell.metrics(), "provenance": provenance}
     write_json_atomic(out_path, metrics)
     if timing_path is not None:

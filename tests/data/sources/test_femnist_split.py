@@ -53,7 +53,7 @@ def test_leaf_shards_one_shard_per_client_with_pooled_random_fractions(leaf_data
     path = tmp_path / "split.csv"
     write_split(table, path)
     again = read_split(path, leaf_data, 8)
-    assert list(again.columns) == ["sample_id", "client", "subset", "group"]
+    assert list(again.columns) == ["sample_id", "client", "subset", "group", "partitioner"]
     assert again["group"].str.fullmatch(r"f\d{4}_\d{2}").all()
 
 
