@@ -81,6 +81,8 @@ def commands_in(text: str) -> list[str]:
             line = re.sub(r"(^|\s)#.*$", "", line).strip().removeprefix("$ ")
             found += [" ".join(p.split()) for p in re.split(r"&&|;", line)]
     found += [" ".join(code.split()) for code in INLINE.findall(FENCE.sub("", text))]
+    # a wrapper's command is a command too: `benchlib forkserver -- snakemake ...`
+    found += [c.split(" -- ", 1)[1] for c in found if c.startswith("benchlib ") and " -- " in c]
     return [c for c in found if c.split(" ")[0] in PROGRAMS]
 
 
@@ -97,7 +99,7 @@ def test_commands_are_found_in_fences_inline_code_and_continuations():
     text = (
         "Run `make demo` or `benchlib targets\nconfig/demo.yaml`, not `pip install .`.\n\n"
         "  ```bash\n  snakemake -n \\\n    tables/a.tex   # plan\n  make venv && make test\n"
-        "  ```\n"
+        "  ```\n`benchlib forkserver -- snakemake -n x.tex`\n"
     )
     assert commands_in(text) == [
         "snakemake -n tables/a.tex",
@@ -105,6 +107,8 @@ def test_commands_are_found_in_fences_inline_code_and_continuations():
         "make test",
         "make demo",
         "benchlib targets config/demo.yaml",
+        "benchlib forkserver -- snakemake -n x.tex",
+        "snakemake -n x.tex",
     ]
 
 
@@ -160,7 +164,8 @@ def check_benchlib(command: str, capsys, generated: bool = False) -> str | None:
         return f"benchlib {' '.join(path)}: no subcommand {rest[0]!r}"
     help_text = parser.format_help()  # the --help form renders
     assert help_text
-    flags = {t.strip("[]").split("=")[0] for t in rest if t.strip("[").startswith("-")}
+    own = rest[: rest.index("--")] if "--" in rest else rest  # after --: a wrapped command's
+    flags = {t.strip("[]").split("=")[0] for t in own if t.strip("[").startswith("-")}
     unknown = sorted(flags - options(parser))
     if unknown:
         return f"benchlib {' '.join(path)} has no option {', '.join(unknown)}"

@@ -32,7 +32,6 @@ LOG = logging.getLogger("benchlib")
 def cmd_prepare(args: argparse.Namespace) -> None:
     from benchlib.config import DEFAULT_TASK
     from benchlib.data.registry import check_local_copy, get_dataset
-    from benchlib.data.store import record_source
 
     spec = parse_spec(args.spec)
     require_keys(spec, ("dataset", "source"), "--spec")
@@ -42,7 +41,6 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     check_local_copy(source, spec["dataset"], params)
     LOG.info("preparing dataset %s from source %s -> %s", spec["dataset"], source.name, args.out)
     source.prepare(Path(args.out), params, task=spec.get("task", DEFAULT_TASK))
-    record_source(Path(args.out), source.name)  # for the provenance of the cells that read it
 
 
 def cmd_download(args: argparse.Namespace) -> None:

@@ -50,8 +50,12 @@ class DatasetSource:
     def prepare(
         self, out_dir: Path, params: Mapping[str, Any] | None, task: str = "classification"
     ) -> None:
-        """Write the prepared store of this source into ``out_dir``."""
+        """Write the prepared store of this source into ``out_dir``, its manifest naming this
+        source (for the provenance of the cells that read it)."""
+        from benchlib.data.store import record_source
+
         self.build(Path(out_dir), {**self.resolve(params), "task": task})
+        record_source(out_dir, self.name)
 
 
 def check_local_copy(source: DatasetSource, dataset: str, params: dict[str, Any]) -> None:

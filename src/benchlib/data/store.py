@@ -12,8 +12,8 @@ A store directory holds:
   ``targets.npy`` (float32 ``[N, T]``, regression);
 - ``manifest.json``: dataset name, task, class count, input shape, the sha256 of each source file,
   the sha256 and byte size of every store file, and ``dataset_source``: the registered dataset
-  source that prepared the store (added by ``benchlib prepare``, :func:`record_source`; a cell's
-  provenance names the plugin behind it; stores written before it was recorded lack it).
+  source that prepared the store (added by ``DatasetSource.prepare``, :func:`record_source`;
+  a cell's provenance names the plugin behind it; stores written before it was recorded lack it).
 
 The sha256 of the store files is computed once, when the store is written; a cell checks that the
 files exist with the sizes the manifest records, re-hashes index.csv (small; it holds the labels)
