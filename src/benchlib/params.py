@@ -195,8 +195,12 @@ def _validate(what: str, schema: dict[str, Any], values: dict[str, Any]) -> None
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(values), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        where = ".".join(str(p) for p in errors[0].absolute_path)
-        raise BenchlibError(f"{what}: {where}: {errors[0].message}")
+        error = errors[0]
+        where = ".".join(str(p) for p in error.absolute_path)
+        fix = ""
+        if error.validator == "maximum" and error.absolute_path:  # a bound: say what to set
+            fix = f"; set {error.absolute_path[-1]} <= {error.validator_value}"
+        raise BenchlibError(f"{what}: {where}: {error.message}{fix}")
 
 
 NO_PARAMS = Params()

@@ -13,7 +13,7 @@ import yaml
 from conftest import REPO
 
 from benchlib import limits
-from benchlib.config import Config, load_config
+from benchlib.config import Cell, Config, load_config
 from benchlib.errors import BenchlibError
 
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
@@ -113,3 +113,16 @@ def test_every_bound_lies_far_above_the_paper_settings(path: Path) -> None:
     }
     for bound, value in largest.items():
         assert 10 * value <= bound, (bound, value)
+
+
+def test_a_cell_spec_over_a_bound_names_the_fix() -> None:
+    """`benchlib run --spec` validates the cell's own settings: the same bound, the same fix."""
+    from benchlib.spec import CellSpec
+
+    spec = Config(copy.deepcopy(SMOKE)).cell_spec(Cell("smoke", "sfa", "fedavg", 0, 0))
+    spec["training"]["rounds"] = HUGE
+    with pytest.raises(BenchlibError) as info:
+        CellSpec.from_dict(spec)
+    text = str(info.value)
+    assert "1000000000000 is greater than the maximum of 100000" in text
+    assert text.endswith(f"; set rounds <= {limits.MAX_ROUNDS}") and "\n" not in text, text
