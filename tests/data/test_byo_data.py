@@ -3,20 +3,42 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pandas as pd
 import yaml
 from conftest import REPO
 
 from benchlib.cli import main
 from benchlib.config import Config
 from benchlib.data.registry import DatasetSource, register_dataset
+from benchlib.data.store import load_store, write_store
 from benchlib.params import Param, Params
 
 PREPARED: list[str] = []
+
+
+def build_from_local_copy(out: Path, params: dict[str, Any]) -> None:
+    """Note the local copy it was given and write a 4-image store (as a real source would)."""
+    PREPARED.append(str(params["path"]))
+    index = pd.DataFrame(
+        {
+            "sample_id": [f"s{i}" for i in range(4)],
+            "label": [0, 1, 0, 1],
+            "group": "g",
+            "source_split": "",
+        }
+    )
+    pixels = np.zeros((4, 8, 8), dtype=np.uint8)
+    write_store(out, dataset="mimic", index=index, pixels=pixels, num_classes=2, sources=[])
+
+
 BYO = register_dataset(
     DatasetSource(
         name="test_byo_credentialed",
-        build=lambda out, params: PREPARED.append(str(params["path"])),
+        build=build_from_local_copy,
         num_classes=2,
         image_shape=(1, 8, 8),
         access_page="https://physionet.org/content/example/",
@@ -49,3 +71,4 @@ def test_prepare_names_the_config_key_and_the_access_page(tmp_path, capsys):
     spec["params"] = {"path": str(tmp_path)}
     assert main(["prepare", "--spec", json.dumps(spec), "--out", str(out)]) == 0
     assert [str(tmp_path)] == PREPARED
+    assert load_store(out).dataset_source == BYO.name
