@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import socket
 import socketserver
-import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from helpers.http_server import running
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -99,11 +100,5 @@ class _Server(socketserver.ThreadingTCPServer):
 def serve_ftp(root: Path, announce_size: bool = True) -> Iterator[tuple[str, list[str]]]:
     """Serve ``root`` over FTP on an ephemeral 127.0.0.1 port; yields (base URL, commands)."""
     server = _Server(root, announce_size)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield f"ftp://127.0.0.1:{server.server_address[1]}", server.commands
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import socketserver
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,10 +53,17 @@ def serve_directory(root: Path) -> Iterator[tuple[str, list[str]]]:
         ("127.0.0.1", 0), functools.partial(_Handler, directory=str(root))
     )
     server.requests = []
+    with running(server):
+        yield f"http://127.0.0.1:{server.server_address[1]}", server.requests
+
+
+@contextlib.contextmanager
+def running(server: socketserver.BaseServer) -> Iterator[None]:
+    """``server`` serving from a daemon thread for the ``with`` block, then shut and closed."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", server.requests
+        yield
     finally:
         server.shutdown()
         server.server_close()

@@ -23,17 +23,24 @@ KEYS = ["source", "column", "metric"]
 YES_NO = {True: "yes", False: "no"}
 
 
+def ours_per_method(rows: pd.DataFrame, count: str) -> pd.DataFrame:
+    """Per (source, column, metric, method): ``ours`` (the mean value), ``count`` (how many
+    rows), ``diverged`` (how many of them come from diverged cells) and ``ours_std`` (ddof 0)."""
+    flags = rows["diverged"].astype(bool) if "diverged" in rows else False
+    grouped = rows.assign(diverged=flags).groupby([*KEYS, "method"], sort=False)
+    ours = grouped.agg(
+        ours=("value", "mean"), **{count: ("value", "size")}, diverged=("diverged", "sum")
+    ).reset_index()
+    ours["ours_std"] = grouped["value"].std(ddof=0).to_numpy()
+    ours["diverged"] = ours["diverged"].astype(int)
+    return ours
+
+
 def compare_columns(cells: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     """One row per (source, column, metric, method) we ran: ours (mean and std over the
     column's cells), cells, diverged (how many of them diverged), the paper's mean, std and
     approx flag, difference, within 2 std."""
-    flags = cells["diverged"].astype(bool) if "diverged" in cells else False
-    grouped = cells.assign(diverged=flags).groupby([*KEYS, "method"], sort=False)
-    ours = grouped.agg(
-        ours=("value", "mean"), cells=("value", "size"), diverged=("diverged", "sum")
-    ).reset_index()
-    ours["ours_std"] = grouped["value"].std(ddof=0).to_numpy()
-    ours["diverged"] = ours["diverged"].astype(int)
+    ours = ours_per_method(cells, "cells")
     values = paper.rename(columns={"mean": "paper", "std": "paper_std"})
     merged = ours.merge(
         values[[*KEYS, "method", "paper", "paper_std", "approx"]],

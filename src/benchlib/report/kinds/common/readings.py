@@ -28,7 +28,7 @@ from benchlib.data.paths import resolve_input_path
 from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
-from benchlib.report.kinds.common.paper_columns_report import diverged_labels
+from benchlib.report.kinds.common.paper_columns_report import diverged_labels, ours_per_method
 from benchlib.report.kinds.common.paper_tables import (
     COLUMN_ENTRY,
     SCALES,
@@ -132,12 +132,7 @@ def score(
     Kendall's tau over the methods with a paper value (``references`` left out)."""
     import pandas as pd
 
-    flags = units["diverged"].astype(bool) if "diverged" in units else False
-    grouped = units.assign(diverged=flags).groupby([*KEYS, "method"], sort=False)
-    means = grouped.agg(
-        ours=("value", "mean"), units=("value", "size"), diverged=("diverged", "sum")
-    ).reset_index()
-    means["ours_std"] = grouped["value"].std(ddof=0).to_numpy()
+    means = ours_per_method(units, "units")
     values = paper.rename(columns={"mean": "paper"})[[*KEYS, "method", "paper"]]
     means = means.merge(values, on=[*KEYS, "method"], how="left")
     rows = []
