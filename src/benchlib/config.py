@@ -47,6 +47,7 @@ from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS, 
 from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODEL_INIT, model_settings
+from benchlib.params import bound_fix
 from benchlib.readings import method_settings
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
@@ -145,9 +146,7 @@ def _message(error: jsonschema.ValidationError) -> str:
             f"file names, so use at most {error.validator_value}"
         )
     if error.validator == "maximum" and error.path:
-        # a bound of benchlib.limits (or a parameter's): name the key, the bound and the fix
-        key = next((str(p) for p in reversed(error.path) if not isinstance(p, int)), "it")
-        return f"{error.message}; set {key} <= {error.validator_value}"
+        return error.message + bound_fix(error)
     if error.validator in ("oneOf", "anyOf") and error.context:
         options = sorted({sub.message for sub in error.context if not sub.path})
         if options:

@@ -197,10 +197,16 @@ def _validate(what: str, schema: dict[str, Any], values: dict[str, Any]) -> None
     if errors:
         error = errors[0]
         where = ".".join(str(p) for p in error.absolute_path)
-        fix = ""
-        if error.validator == "maximum" and error.absolute_path:  # a bound: say what to set
-            fix = f"; set {error.absolute_path[-1]} <= {error.validator_value}"
-        raise BenchlibError(f"{what}: {where}: {error.message}{fix}")
+        raise BenchlibError(f"{what}: {where}: {error.message}{bound_fix(error)}")
+
+
+def bound_fix(error: Any) -> str:
+    """For a value over its schema's maximum (a bound of benchlib.limits or a parameter's): the
+    fix, ``; set <key> <= <bound>``; else nothing."""
+    if error.validator != "maximum" or not error.path:
+        return ""
+    key = next((str(p) for p in reversed(error.path) if not isinstance(p, int)), "it")
+    return f"; set {key} <= {error.validator_value}"
 
 
 NO_PARAMS = Params()

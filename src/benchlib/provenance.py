@@ -91,9 +91,8 @@ def plugins_used(
     (:func:`spec_components`) or the dataset source and partitioner that its store and split
     record. ``plugins_unknown``: the data components whose package cannot be named, so that a
     missing record is never read as "built-in": ``"dataset source"`` / ``"partitioner"`` where the
-    store or split records none (written by an older benchlib, or not by ``benchlib prepare`` /
-    ``benchlib split``), ``"<kind> <name>"`` where no installed package registers the recorded
-    name (its plugin was uninstalled since).
+    store or split records none (written by an older benchlib), ``"<kind> <name>"`` where no
+    installed package registers the recorded name (its plugin was uninstalled since).
     """
     from benchlib import plugins
     from benchlib.data.partition import partitioner_names

@@ -62,12 +62,7 @@ def _wait(sock: socket.socket, pid: int) -> int:
 
     previous = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
     try:
-        while True:
-            try:
-                report, _ = protocol.receive(sock)
-                break
-            except InterruptedError:  # pragma: no cover  (PEP 475 retries; kept for clarity)
-                continue
+        report, _ = protocol.receive(sock)  # a forwarded signal interrupts it; PEP 475 resumes
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
