@@ -581,7 +581,7 @@ def run_cell(
         LOG.warning("%s", note)
     latest = latest_checkpoint(ckpt_dir)
     if latest is not None:
-        state = load_checkpoint(latest, cell.config_hash)
+        state = load_checkpoint(latest, cell.config_hash, cell.rounds)
         if state is not None:
             try:
                 cell.restore(state)
