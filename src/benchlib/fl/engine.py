@@ -207,6 +207,7 @@ class CellRun:
             self.device,
             Transforms(self.spec.transforms),
             mode=self.settings.data_mode,
+            verify_store=self.settings.verify_store,
         )
         self.clients, self.source = data.clients, data.source
         self.dataset_source, self.partitioner = data.dataset_source, data.partitioner
