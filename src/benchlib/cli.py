@@ -24,6 +24,7 @@ from benchlib.cli_args import (
     set_threads,
 )
 from benchlib.errors import BenchlibError, missing_extra, os_fault
+from benchlib.io import loads_json
 
 LOG = logging.getLogger("benchlib")
 
@@ -298,7 +299,7 @@ def cmd_selections(args: argparse.Namespace) -> None:
 
     for path in args.metrics:
         try:
-            metrics = json.loads(Path(path).read_text())
+            metrics = loads_json(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise BenchlibError(
                 f"cannot read metrics file {path} ({exc}); run its cell first"

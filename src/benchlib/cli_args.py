@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.errors import BenchlibError
+from benchlib.io import loads_json
 
 
 def parse_spec(text: str) -> dict[str, Any]:
@@ -21,7 +22,7 @@ def parse_spec(text: str) -> dict[str, Any]:
         except UnicodeDecodeError as exc:
             raise BenchlibError(f"spec file {path} is not UTF-8 JSON; regenerate it") from exc
     try:
-        spec = json.loads(text)
+        spec = loads_json(text)
     except json.JSONDecodeError as exc:
         raise BenchlibError(f"--spec is not valid JSON ({exc.msg}); pass a JSON object") from exc
     if not isinstance(spec, dict):

@@ -46,6 +46,7 @@ from benchlib import layout
 from benchlib.durations import format_duration
 from benchlib.errors import BenchlibError
 from benchlib.fl.progress import progress_path, read_progress
+from benchlib.io import loads_json
 
 if TYPE_CHECKING:
     from benchlib.config import Cell, Config
@@ -142,7 +143,7 @@ def _config_hash(config: Config, cell: Cell) -> str:
 
 def _read_metrics(metrics: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(metrics.read_bytes().decode("utf-8"))
+        data = loads_json(metrics.read_bytes().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
