@@ -11,6 +11,7 @@ from snakemake.utils import min_version, update_config
 from benchlib.errors import BenchlibError
 from benchlib.paper_configs import load_paper_config
 from benchlib.targets import all_targets, config_file_targets, requested_targets
+from benchlib.workflow_guard import guard
 
 min_version("9.0")
 
@@ -23,6 +24,10 @@ for named in config_file_targets(requested_targets()):
         "(with '=': --configfile takes several values and swallows targets written after it)\n"
     )
     sys.exit(1)
+
+
+# Every config file read strictly (module configs too) and a word on a concurrent Snakemake.
+guard(workflow, config)
 
 
 # BENCHLIB_DIR: this checkout, also when another project imports the workflow as a module
