@@ -6,6 +6,7 @@ later is held to the same."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -108,6 +109,23 @@ def test_a_plugin_that_exits_at_import_stops_snakemake(tmp_path):
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "plugin 'exit_decl'" in errors[0], done.stderr
     assert "sys.exit(0)" in errors[0] and "Traceback" not in done.stderr
+
+
+def test_a_cell_does_not_run_beside_a_plugin_that_failed_part_way(tmp_path, smoke_cell_spec):
+    """Its half-registered components could be used unseen: the cell stops, naming it."""
+    source = "from benchlib.methods.catalog import declare_method\n\n" + (
+        'declare_method("half", "x:y", "star")\nraise SystemExit(0)\n'
+    )
+    root = fake_plugin(tmp_path / "site", "half_decl", source)
+    out = tmp_path / "out"
+    argv = ["run", "--spec", json.dumps(smoke_cell_spec("fedavg", "sfa", 1)),
+            "--store", str(tmp_path / "store"), "--split", str(tmp_path / "split.csv"),
+            "--out", str(out / "metrics.json"), "--checkpoints", str(out / "ck")]  # fmt: skip
+    done = run(root, [sys.executable, "-m", "benchlib.cli", *argv])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert done.stderr.startswith("error: plugin 'half_decl' (half_decl-pkg 1.2.3")
+    assert not out.exists()
 
 
 def test_ctrl_c_while_a_plugin_imports_goes_through(tmp_path, monkeypatch):

@@ -88,10 +88,13 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    from benchlib import plugins
     from benchlib.spec import CellSpec
 
+    spec = CellSpec.from_dict(parse_spec(args.spec))
+    plugins.require_loadable()  # one that failed part-way may have registered half of its parts
     _run_spec(
-        CellSpec.from_dict(parse_spec(args.spec)),
+        spec,
         Path(args.store),
         Path(args.split),
         Path(args.out),
