@@ -66,3 +66,9 @@ def test_status_reads_deep_metrics_and_progress_as_nothing(tmp_path, capsys):
     assert line["state"] == "pending" and line["round_seconds"] == [1.5]
     assert main(["status", "--config", str(configfile), "-d", str(tmp_path)]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_verify_with_a_deep_digest_is_one_error_line(tmp_path, capsys):
+    (tmp_path / "digest.json").write_text(DEEP)
+    assert main(["verify", "--digest", str(tmp_path / "digest.json"), str(tmp_path)]) == 2
+    assert "is not valid JSON (nested too deeply)" in one_error_line(capsys)

@@ -368,3 +368,12 @@ def test_snakemake_processes_are_found_by_command_and_working_directory(tmp_path
 )
 def test_what_counts_as_a_snakemake_process(argv, expected):
     assert _runs_snakemake(argv) is expected
+
+
+def test_a_working_directory_that_does_not_exist_is_one_error(tmp_path, capsys):
+    configfile = ops_write_config(tmp_path / "grid.yaml", grid_config())
+    argv = ["status", "--config", str(configfile), "-d", str(tmp_path / "typo")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'typo'} is not a folder; pass the workflow's working directory\n"
+    )

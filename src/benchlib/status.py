@@ -411,6 +411,9 @@ def cmd_status(args: argparse.Namespace) -> None:
     from benchlib.config import Config
     from benchlib.paper_configs import load_raw_config
 
+    workdir = Path(args.directory)
+    if not workdir.is_dir():  # else every cell would look pending
+        raise BenchlibError(f"{workdir} is not a folder; pass the workflow's working directory")
     config = Config(load_raw_config(args.config))
-    status = grid_status(config, list(args.targets), Path(args.directory))
+    status = grid_status(config, list(args.targets), workdir)
     print(json.dumps(status, indent=1) if args.json else format_status(status))
