@@ -1,6 +1,7 @@
 """JSON nested 100,000 deep (which Python's parser cannot follow) is malformed JSON like any
-other: one error line from ``benchlib run`` and ``collect``, and ``benchlib status`` counts what
-it cannot read as nothing (never a RecursionError)."""
+other: one error line from ``benchlib run``, ``collect`` and ``verify``, and ``benchlib status``
+counts what it cannot read as nothing (never a RecursionError); a spec holding NaN or Infinity
+(which Python's parser reads) is one error line too."""
 
 from __future__ import annotations
 
@@ -72,3 +73,13 @@ def test_verify_with_a_deep_digest_is_one_error_line(tmp_path, capsys):
     (tmp_path / "digest.json").write_text(DEEP)
     assert main(["verify", "--digest", str(tmp_path / "digest.json"), str(tmp_path)]) == 2
     assert "is not valid JSON (nested too deeply)" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_spec_holding_nan_or_infinity_is_one_error_line(tmp_path, capsys, constant):
+    argv = ["run", "--spec", f'{{"seed": 0, "training": {{"lr": {constant}}}}}',
+            "--store", str(tmp_path), "--split", str(tmp_path / "s.csv"),
+            "--out", str(tmp_path / "out" / "metrics.json"),
+            "--checkpoints", str(tmp_path / "out" / "ck")]  # fmt: skip
+    assert main(argv) == 2
+    assert f"--spec holds {constant}, not a finite number" in one_error_line(capsys)

@@ -22,12 +22,19 @@ def parse_spec(text: str) -> dict[str, Any]:
         except UnicodeDecodeError as exc:
             raise BenchlibError(f"spec file {path} is not UTF-8 JSON; regenerate it") from exc
     try:
-        spec = loads_json(text)
+        spec = loads_json(text, parse_constant=_not_finite)
     except json.JSONDecodeError as exc:
         raise BenchlibError(f"--spec is not valid JSON ({exc.msg}); pass a JSON object") from exc
     if not isinstance(spec, dict):
         raise BenchlibError("--spec must be a JSON object")
     return spec
+
+
+def _not_finite(name: str) -> None:
+    """Python's JSON reads NaN and Infinity; a spec never holds them (every hash refuses them)."""
+    raise BenchlibError(
+        f"--spec holds {name}, not a finite number; pass the spec the workflow generates"
+    )
 
 
 def require_keys(spec: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
