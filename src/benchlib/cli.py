@@ -185,6 +185,8 @@ def _run_spec(
     from benchlib.fl.engine import run_cell
 
     set_threads(threads)
+    if stop_after is not None and stop_after < 1:
+        raise BenchlibError(f"--stop-after must be at least 1, got {stop_after}")
     for path in (out, timing) if timing else (out,):
         check_output_file(path)
     check_output_dir(checkpoints)

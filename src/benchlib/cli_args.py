@@ -9,6 +9,7 @@ from typing import Any
 
 from benchlib.errors import BenchlibError
 from benchlib.io import loads_json
+from benchlib.limits import MAX_THREADS
 
 
 def parse_spec(text: str) -> dict[str, Any]:
@@ -69,6 +70,10 @@ def set_threads(threads: int | None) -> None:
     """Torch intra-op threads for this process (None: torch's default); checked."""
     if threads is not None and threads < 1:
         raise BenchlibError(f"--threads must be at least 1, got {threads}")
+    if threads is not None and threads > MAX_THREADS:  # each one a thread stack: memory runs out
+        raise BenchlibError(
+            f"--threads {threads} is more than {MAX_THREADS}; set --threads <= {MAX_THREADS}"
+        )
     if threads:
         import torch
 

@@ -18,6 +18,7 @@ MAX_CLIENTS = 1_000  # clients of a dataset (also the ``clients`` axis)
 MAX_SEED = 2**31 - 1  # an experiment's seeds (they also name the cells' folders)
 MAX_PREFETCH = 1_000  # streamed batches read ahead
 MAX_SAVED_PREDICTIONS = 1_000  # segmentation maps kept per client in metrics.json
+MAX_THREADS = 1_024  # a process's compute threads (``--threads``; each takes a stack)
 MAX_INPUT_SIZE = 4_096  # side of the model's square input (papers: at most 256)
 MAX_RESAMPLES = 1_000_000  # bootstrap resamples of a report (the papers' reports use <= 9,999)
 
