@@ -94,12 +94,16 @@ SNAKEMAKES: dict[Path, subprocess.Popen] = {}  # the stand-in Snakemake of each 
 def stand_in_snakemake(workdir: Path) -> subprocess.Popen:
     """A process that looks like a Snakemake working in ``workdir`` (``snakemake`` in its
     command line, ``workdir`` its working directory) until its stdin closes."""
-    return subprocess.Popen(
-        ["snakemake", "-c", "import sys; sys.stdin.read()"],
+    process = subprocess.Popen(
+        ["snakemake", "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
         executable=sys.executable,
         stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
         cwd=workdir,
     )
+    assert process.stdout.readline() == "up\n"  # running: its command line is readable now
+    return process
 
 
 def kill_snakemake(workdir: Path) -> None:

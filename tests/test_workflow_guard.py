@@ -35,8 +35,11 @@ def test_a_config_that_no_file_holds_is_refused_unless_it_is_the_paper_grids():
 
 def stand_in_snakemake(workdir: Path) -> subprocess.Popen:
     """A process that looks like a Snakemake working in ``workdir`` until its stdin closes."""
-    argv = ["snakemake", "-c", "import sys; sys.stdin.read()"]
-    return subprocess.Popen(argv, executable=sys.executable, stdin=subprocess.PIPE, cwd=workdir)
+    argv = ["snakemake", "-c", "import sys; print('up', flush=True); sys.stdin.read()"]
+    process = subprocess.Popen(argv, executable=sys.executable, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, cwd=workdir)  # fmt: skip
+    assert process.stdout.readline() == "up\n"  # running: its command line is readable now
+    return process
 
 
 def take_lock(workdir: Path) -> None:
