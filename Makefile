@@ -59,14 +59,14 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	ruff check src tests
 	ruff format --check src tests
-	snakefmt --check Snakefile workflow/rules
+	snakefmt --check Snakefile workflow
 	snakemake --lint --configfile=config/demo.yaml
 	lint-imports
 
 format: $(STAMP)
 	ruff check --fix src tests
 	ruff format src tests
-	snakefmt Snakefile workflow/rules
+	snakefmt Snakefile workflow
 
 # The generated pages of docs/: the module map (docs/develop/modules.md, from the module
 # docstrings), the components (docs/guide/components.md, from the registries) and the parameter

@@ -11,7 +11,10 @@ from conftest import REPO, benchlib_exe, tool_env
 
 from benchlib.docs_gen import (
     PAGES,
+    REGIONS,
     components,
+    config_key_tables,
+    config_schema_file,
     first_sentence,
     module_map,
     stale_pages,
@@ -30,7 +33,7 @@ def test_the_committed_generated_pages_are_current():
         timeout=300,
     )
     assert done.returncode == 0, done.stderr  # "error: out of date: ...; run make docs"
-    assert done.stdout.strip() == f"{len(PAGES)} generated pages are current"
+    assert done.stdout.strip() == f"{len(PAGES) + len(REGIONS)} generated pages are current"
 
 
 def test_make_docs_writes_every_generated_page():
@@ -102,3 +105,43 @@ def test_a_missing_or_edited_page_is_stale_until_written(tmp_path):
     page = tmp_path / "docs" / "guide" / "components.md"
     page.write_text(page.read_text().replace("`fedavg`", "`fedavg2`"))
     assert stale_pages(tmp_path) == ["docs/guide/components.md"]
+
+
+def test_a_generated_region_is_stale_until_written_and_the_rest_of_its_page_stays(tmp_path):
+    page = tmp_path / "docs" / "guide" / "configs.md"
+    page.parent.mkdir(parents=True)
+    original = (REPO / "docs" / "guide" / "configs.md").read_text()
+    edited = original.replace("| `seeds` | yes |", "| `seeds` | no |")
+    page.write_text(edited.replace("## The `benchlib` command", "## The `benchlib` command!"))
+    assert "docs/guide/configs.md" in stale_pages(tmp_path)
+    write_pages(tmp_path)
+    assert page.read_text() == original.replace(
+        "## The `benchlib` command", "## The `benchlib` command!"
+    )
+    page.write_text(original.replace("<!-- end of generated: config keys -->", ""))
+    with pytest.raises(BenchlibError, match="needs one line"):
+        stale_pages(tmp_path)
+
+
+def test_the_config_readme_lists_every_key_of_the_schema_with_its_description():
+    from benchlib.config import schema
+
+    text = (REPO / "config" / "README.md").read_text()
+    sections = {"datasets": "`datasets.<id>`:", "methods": "`methods.<id>`:"}
+    sections |= {"experiments": "`experiments.<id>`:", "reports": "`reports.<name>`:"}
+    full = schema()
+    for key in full["properties"]:
+        assert f"| `{key}` | " in text.split("`datasets.<id>`:")[0]
+    for section, title in sections.items():
+        block = text.split(title)[1].split("\n\n`")[0]
+        entry = full["properties"][section]["additionalProperties"]
+        for key in entry["properties"]:
+            required = "yes" if key in entry.get("required", ()) else "no"
+            assert f"| `{key}` | {required} | " in block, (section, key)
+
+
+def test_a_config_key_without_a_description_is_an_error():
+    raw = config_schema_file()
+    del raw["properties"]["methods"]["additionalProperties"]["properties"]["label"]["description"]
+    with pytest.raises(BenchlibError, match=r"methods\.label has no description"):
+        config_key_tables(raw)
