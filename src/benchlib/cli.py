@@ -174,17 +174,34 @@ def _run_spec(
     threads: int | None,
     stop_after: int | None,
 ) -> None:
-    """Run one resolved cell: its CPU kernels are set before torch loads."""
+    """Run one resolved cell: its CPU kernels are set before torch loads. With
+    ``BENCHLIB_SHARED_CELLS`` set, a cell published there is copied instead of trained, and a
+    cell trained here is published (``benchlib.fl.shared_cells``)."""
     from benchlib import cpu_kernels
 
     cpu_kernels.apply(spec.training.cpu_kernels)
+    from benchlib.fl import shared_cells
     from benchlib.fl.engine import run_cell
 
     set_threads(threads)
     for path in (out, timing) if timing else (out,):
         check_output_file(path)
     check_output_dir(checkpoints)
-    run_cell(spec, store, split, out, checkpoints, timing, stop_after=stop_after)
+    folder = shared_cells.shared_folder()
+    if folder is None or stop_after is not None:
+        run_cell(spec, store, split, out, checkpoints, timing, stop_after=stop_after)
+        return
+    import torch
+
+    from benchlib.fl.device import select_device
+
+    device = select_device()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    identity = shared_cells.cell_identity(spec, store, split, name, torch.get_num_threads())
+    entry = shared_cells.entry_of(folder, identity)
+    if not shared_cells.restore(entry, out, timing):
+        run_cell(spec, store, split, out, checkpoints, timing)
+        shared_cells.publish(entry, identity, out, timing)
 
 
 def cmd_verify_store(args: argparse.Namespace) -> None:
