@@ -4,17 +4,22 @@ the code and kept current: a page that differs from what `make docs` writes fail
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 
+import pandas as pd
 import pytest
 from conftest import REPO, benchlib_exe, tool_env
 
 from benchlib.docs_gen import (
+    DEMO_GOLDEN,
+    DEMO_MALFUNCTIONS,
     PAGES,
     REGIONS,
     components,
     config_key_tables,
     config_schema_file,
+    demo_ranking,
     first_sentence,
     module_map,
     stale_pages,
@@ -145,3 +150,45 @@ def test_a_config_key_without_a_description_is_an_error():
     del raw["properties"]["methods"]["additionalProperties"]["properties"]["label"]["description"]
     with pytest.raises(BenchlibError, match=r"methods\.label has no description"):
         config_key_tables(raw)
+
+
+def test_the_readme_demo_ranking_follows_the_golden_demo_outputs(tmp_path):
+    """The README's demo numbers are computed from tests/golden/demo: a changed accuracy there
+    changes them (and `benchlib docs --check` then fails until the README is rewritten)."""
+    text = demo_ranking(REPO)
+    assert text in (REPO / "README.md").read_text()
+    (tmp_path / "config").mkdir()
+    shutil.copy(REPO / "config" / "demo.yaml", tmp_path / "config" / "demo.yaml")
+    shutil.copytree(REPO / DEMO_GOLDEN, tmp_path / DEMO_GOLDEN)
+    golden = tmp_path / DEMO_GOLDEN / "mnist5k_sfa.csv"
+    frame = pd.read_csv(golden)
+    worst = (frame["method_id"] == "fedavg") & (frame["k"] == 7)
+    frame.loc[worst, "test_accuracy"] = 1.0  # FedAvg wins the block sfa, k = 7
+    frame.to_csv(golden, index=False)
+    changed = demo_ranking(tmp_path)
+    assert changed != text
+
+    def fedavg_rank(ranking: str) -> float:
+        return float(re.search(r"\| FedAvg \| (\d\.\d\d) \|", ranking).group(1))
+
+    assert fedavg_rank(changed) < fedavg_rank(text)  # it moved up in one of the 29 blocks
+
+
+def test_make_demo_checks_the_golden_outputs_and_make_demo_golden_rewrites_them():
+    from benchlib.config import load_config_file
+
+    demo = load_config_file(REPO / "config" / "demo.yaml")
+    assert set(DEMO_MALFUNCTIONS) == set(demo["experiments"]["mnist5k"]["malfunctions"])
+    makefile = (REPO / "Makefile").read_text()
+    assert f"DEMO_MALFUNCTIONS := {' '.join(DEMO_MALFUNCTIONS)}\n" in makefile
+    assert f"DEMO_GOLDEN := {DEMO_GOLDEN.as_posix()}\n" in makefile
+    recipes = dict(re.findall(r"^([\w-]+):.*\n((?:\t.*\n)+)", makefile, re.M))
+    assert (
+        "cmp -s results/collected/mnist5k/$$m.csv $(DEMO_GOLDEN)/mnist5k_$$m.csv"
+        in (recipes["demo"])
+    )
+    assert (
+        "cp results/collected/mnist5k/$$m.csv $(DEMO_GOLDEN)/mnist5k_$$m.csv"
+        in (recipes["demo-golden"])
+    )
+    assert recipes["demo-golden"].rstrip().endswith("benchlib docs")
