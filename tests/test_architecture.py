@@ -124,6 +124,8 @@ CONFIG_RECEIVERS = {"spec", "params", "exp", "ds", "dataset", "entry", "model", 
                     "training", "options", "settings", "raw", "row", "panel", "config"}  # fmt: skip
 # fmt: off
 CONFIG_FALLBACKS = {
+    ("docs_gen.py", "section.get('required', ())"):
+        "reads the config schema's file, not a config: a section without required keys omits it",
     ("models/catalog.py", "model.get('init', MODEL_INIT.default)"):
         "the fill site of a model section: reads the declared default",
     ("config.py", "ds.get('params', {})"):
