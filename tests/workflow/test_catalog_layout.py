@@ -6,6 +6,7 @@ the catalog's way (tests/conftest.py, smoke_snakemake); snakedeploy: test_deploy
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -77,3 +78,28 @@ def test_workflow_snakefile_without_a_default_config_says_so_in_one_line(tmp_pat
     )
     assert "Traceback" not in done.stderr
     assert not list(tmp_path.iterdir()) or {p.name for p in tmp_path.iterdir()} <= {".snakemake"}
+
+
+def planned_commands(output: str) -> list[str]:
+    """The shell commands of a dry run (-p), without the job numbering."""
+    prefix = "Shell command: "
+    return sorted(line[len(prefix) :] for line in output.splitlines() if line.startswith(prefix))
+
+
+@pytest.mark.slow
+def test_the_catalog_way_plans_what_the_checkout_way_plans(tmp_path):
+    """`--directory .test` with workflow/Snakefile (as CI runs the smoke grid) plans the same
+    jobs with the same commands as the top-level Snakefile with --configfile=config/smoke.yaml."""
+    shutil.copytree(REPO / ".test", tmp_path / "catalog")
+    catalog = snakemake(
+        "-s", str(REPO / "workflow" / "Snakefile"), "--directory", str(tmp_path / "catalog"),
+        "-n", "-p",
+    )  # fmt: skip
+    checkout = snakemake(
+        "-d", str(tmp_path / "checkout"), f"--configfile={REPO / 'config' / 'smoke.yaml'}",
+        "-n", "-p",
+    )  # fmt: skip
+    assert catalog.returncode == 0 and checkout.returncode == 0, catalog.stderr + checkout.stderr
+    commands = planned_commands(catalog.stdout)
+    assert len([c for c in commands if c.startswith("benchlib run ")]) == 15
+    assert commands == planned_commands(checkout.stdout)
