@@ -191,17 +191,12 @@ def _run_spec(
     if folder is None or stop_after is not None:
         run_cell(spec, store, split, out, checkpoints, timing, stop_after=stop_after)
         return
-    import torch
-
-    from benchlib.fl.device import select_device
-
-    device = select_device()
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    identity = shared_cells.cell_identity(spec, store, split, name, torch.get_num_threads())
-    entry = shared_cells.entry_of(folder, identity)
-    if not shared_cells.restore(entry, out, timing):
-        run_cell(spec, store, split, out, checkpoints, timing)
-        shared_cells.publish(entry, identity, out, timing)
+    shared_cells.train_or_reuse(
+        folder,
+        (spec, store, split),
+        (out, timing, checkpoints),
+        lambda: run_cell(spec, store, split, out, checkpoints, timing),
+    )
 
 
 def cmd_verify_store(args: argparse.Namespace) -> None:

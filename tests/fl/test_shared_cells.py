@@ -93,3 +93,35 @@ def test_the_setting(tmp_path, monkeypatch):
         f"BENCHLIB_SHARED_CELLS={tmp_path / 'missing'} is not a folder; create it "
         f"(mkdir -p {tmp_path / 'missing'}) or unset BENCHLIB_SHARED_CELLS"
     )
+
+
+def test_a_cell_is_trained_once_then_copied_and_its_stale_checkpoints_cleared(
+    smoke_cell_spec, inputs, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("BENCHLIB_DEVICE", "cpu")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    spec = CellSpec.from_dict(smoke_cell_spec("fedavg", "sfa", 1))
+    trained = []
+
+    def outputs(project: str) -> tuple[Path, Path, Path]:
+        run = tmp_path / project / "run"
+        return run / "metrics.json", run / "timing.json", tmp_path / project / "checkpoints"
+
+    def train(project: str):
+        def fake() -> None:
+            finished_cell(outputs(project)[0].parent, 0.5)
+            trained.append(project)
+
+        return fake
+
+    shared_cells.train_or_reuse(shared, (spec, *inputs), outputs("a"), train("a"))
+    checkpoints = outputs("b")[2]
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "round_0001.pt").write_bytes(b"stale")
+    shared_cells.train_or_reuse(shared, (spec, *inputs), outputs("b"), train("b"))
+    assert trained == ["a"]
+    assert outputs("b")[0].read_bytes() == outputs("a")[0].read_bytes()
+    assert not checkpoints.exists()
+    timing = json.loads(outputs("b")[1].read_text())
+    assert Path(timing["reused_from"]).parent == shared

@@ -18,6 +18,7 @@ import os
 import platform
 import shutil
 import tempfile
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,29 @@ def publish(entry: Path, identity: dict, out: Path, timing: Path | None) -> None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def train_or_reuse(
+    folder: Path,
+    cell: tuple[Any, Path, Path],
+    outputs: tuple[Path, Path | None, Path],
+    train: Callable[[], None],
+) -> None:
+    """Copy the published cell (spec, store, split) into its outputs (metrics.json,
+    timing.json, checkpoint folder), or ``train`` it and publish it."""
+    import torch
+
+    from benchlib.fl.checkpoint import clear_checkpoints
+    from benchlib.fl.device import select_device
+
+    spec, store, split = cell
+    out, timing, checkpoints = outputs
+    device = select_device()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    identity = cell_identity(spec, store, split, name, torch.get_num_threads())
+    entry = entry_of(folder, identity)
+    if restore(entry, out, timing):
+        clear_checkpoints(checkpoints)  # an earlier, interrupted attempt's rounds
+        return
+    train()
+    publish(entry, identity, out, timing)
