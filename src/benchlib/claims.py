@@ -132,6 +132,7 @@ def validate_claims(data: Any, what: str) -> dict[str, Any]:
         error = errors[0]
         raise BenchlibError(f"{what}: at {_where(error)}: {error.message}")
     out = {**DEFAULTS, "groups": {}, **data}
+    out["claims"] = [_filled(c) for c in out["claims"]]
     seen: set[str] = set()
     for claim in out["claims"]:
         name = f"{what}: claim {claim['id']}"
@@ -160,7 +161,17 @@ def validate_claims(data: Any, what: str) -> dict[str, Any]:
             f"{name}: method {claim['method']} is also in against; compare it with others",
         )
         _check_test(name, claim, out["groups"])
+        claim["test"] = {"comparator": "best", **claim["test"]}
     return out
+
+
+def _filled(claim: dict[str, Any]) -> dict[str, Any]:
+    """A tested claim with its optional keys filled (scope clients, no condition, no paper
+    effect, pooling as the scope's tables); the comparator is checked, then filled (best)."""
+    if "test" not in claim:
+        return dict(claim)
+    defaults = {"scope": "clients", "pooling": None, "condition": {}, "paper_effect": None}
+    return {**defaults, **claim}
 
 
 def _check_test(name: str, claim: dict[str, Any], groups: dict[str, Any]) -> None:
@@ -186,10 +197,20 @@ def _check_test(name: str, claim: dict[str, Any], groups: dict[str, Any]) -> Non
             f"{name}: several methods in against; say how they are combined per block "
             f"(test.comparator: {' or '.join(COMPARATORS)})",
         )
-    condition = claim.get("condition", {})
+    scope = claim["scope"]
+    if "reference" in test:
+        require(
+            scope == "clients", f"{name}: reference (k) needs scope clients; use reference_group"
+        )
+    if "reference_group" in test:
+        require(
+            scope != "clients",
+            f"{name}: reference_group needs an experiment scope (oof, if, pooled); use "
+            "reference (k)",
+        )
+    condition = claim["condition"]
     if "k_min" in condition and "k_max" in condition:
         require(condition["k_min"] <= condition["k_max"], f"{name}: condition k_min > k_max")
-    scope = claim.get("scope", "clients")
     require(
         scope == "clients" or not condition,
         f"{name}: a condition on malfunctions and k needs scope clients (the {scope} scope "
@@ -225,7 +246,7 @@ def claim_set(name: str) -> dict[str, Any]:
 
 def condition_text(claim: dict[str, Any]) -> str:
     """The claim's condition in words (``SFA, k >= 4``); empty when it has none."""
-    condition = claim.get("condition", {})
+    condition = claim["condition"]
     parts = []
     if "malfunctions" in condition:
         parts.append("/".join(m.upper() for m in condition["malfunctions"]))

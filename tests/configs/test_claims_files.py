@@ -65,7 +65,7 @@ def paper_effects(paper: str) -> dict[str, float]:
     return {
         c["id"]: c["paper_effect"]["value"]
         for c in load_claims_file(CLAIMS / f"{paper}.yaml")["claims"]
-        if "paper_effect" in c
+        if c.get("paper_effect") is not None
     }
 
 

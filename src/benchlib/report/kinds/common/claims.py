@@ -1,0 +1,751 @@
+"""What the papers claim, tested (``reports/<name>.md``, ``.pdf`` and ``.csv``): per claim of a
+claim set (:mod:`benchlib.claims`) the verdict (supported, contradicted, inconclusive, or not
+tested when a cell is missing or diverged), the effect with its bootstrap CI, the one-sided p
+before and after Holm's correction, the blocks, and the power of this design: the smallest
+effect it detects at the claim set's power, and the seeds the paper's own effect would need.
+Each row states our scale next to the paper's; a run that is not at paper scale says so in the
+row. One verdict per reading where the config maps the claim's group per reading. Config entry::
+
+    reports:
+      mnist5k_claims:
+        kind: claims
+        claims: lightyear          # config/claims/lightyear.yaml, or a plugin's claim set
+        scale: demo
+        scale_note: mnist5k, 8 clients, 6 rounds, one seed
+        groups: {classification: [mnist5k], topology: [mnist5k]}
+
+``readings: {<label>: {<group>: [experiments]}}`` instead of ``groups`` gives one verdict per
+reading (LIGHTYEAR: the baselines as the authors' code ran them, and as their papers define
+them). Experiment names may be fnmatch patterns. ``methods`` maps a claim's method name to the
+config method that runs it where the names alone are ambiguous.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from benchlib import layout
+from benchlib.errors import BenchlibError, require
+from benchlib.params import Param, Params
+from benchlib.report.base import ReportKind, check_outputs, register_kind, required_param
+from benchlib.report.kinds.common.paper_tables import SCALES
+from benchlib.report.statistics import CONFIDENCE, RESAMPLES, SEED
+
+if TYPE_CHECKING:
+    from benchlib.report.base import ReportConfig
+    from benchlib.report.claim_verdicts import Verdict
+
+PATTERNS = {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}}
+GROUPS = {"type": "object", "minProperties": 1, "additionalProperties": PATTERNS}
+NO_READING = "-"
+COLOURS = {
+    "supported": "#2e7d32",
+    "contradicted": "#c62828",
+    "inconclusive": "#f9a825",
+    "not tested": "#9e9e9e",
+}
+
+
+# ------------------------------------------------------------------------------- the spec
+def _experiments(config: ReportConfig, patterns: list[str], where: str) -> list[str]:
+    found: list[str] = []
+    for pattern in patterns:
+        hits = [e for e in config.experiments if fnmatch.fnmatchcase(e, pattern)]
+        require(bool(hits), f"{where}: no experiment matches {pattern!r}")
+        found += [e for e in hits if e not in found]
+    return found
+
+
+def _method_ids(
+    config: ReportConfig, experiment: str, names: list[str], chosen: dict[str, str]
+) -> dict[str, str]:
+    """claim method name -> the config method of ``experiment`` that runs it (where any)."""
+    from benchlib.report.kinds.common.paper_tables import match_methods
+
+    run = list(config.experiments[experiment]["methods"])
+    fixed = {n: chosen[n] for n in names if n in chosen and chosen[n] in run}
+    return fixed | match_methods(config, [n for n in names if n not in fixed], run)
+
+
+def _scale(config: ReportConfig, experiments: list[str]) -> dict[str, str]:
+    """Our clients, rounds and model over the experiments (several values joined by /)."""
+
+    def joined(values: list[Any]) -> str:
+        return " / ".join(str(v) for v in dict.fromkeys(values))
+
+    datasets = [config.datasets[config.experiments[e]["dataset"]] for e in experiments]
+    return {
+        "clients": joined([d["clients"] for d in datasets]),
+        "rounds": joined([d["training"]["rounds"] for d in datasets]),
+        "model": joined([d["model"]["name"] for d in datasets]),
+    }
+
+
+def _keep(claim: dict[str, Any], malfunction: str, k: int, clients: int) -> bool:
+    condition = claim["condition"]
+    if "malfunctions" in condition and malfunction not in condition["malfunctions"]:
+        return False
+    if k < condition.get("k_min", 0) or k > condition.get("k_max", k):
+        return False
+    return not (condition.get("majority") and 2 * k <= clients)
+
+
+def _cell(experiment: str, malfunction: str, method: str, k: int, seed: int) -> list[Any]:
+    return [experiment, malfunction, method, k, seed]
+
+
+def _client_blocks(
+    config: ReportConfig, claim: dict[str, Any], experiments: list[str], ids: dict, names: list
+) -> list[dict[str, Any]]:
+    """Scope clients: one block per (dataset, malfunction, k, seed) of the condition; a method
+    may come from another experiment of the group on the same dataset (Figures 5-6)."""
+    index: dict[tuple, dict[str, list[Any]]] = {}
+    for experiment in experiments:
+        dataset = config.experiments[experiment]["dataset"]
+        by_id = {v: n for n, v in ids[experiment].items()}
+        for cell in config.cells(experiment):
+            if cell.method not in by_id:
+                continue
+            block = (dataset, cell.malfunction, cell.k, cell.seed)
+            slot = index.setdefault(block, {})
+            name = by_id[cell.method]
+            require(
+                name not in slot,
+                f"claim {claim['id']}: {slot.get(name, [''])[0]} and {experiment} both give "
+                f"{name} at {block}; map the group to one of them",
+            )
+            slot[name] = _cell(experiment, cell.malfunction, cell.method, cell.k, cell.seed)
+    blocks = []
+    for (dataset, malfunction, k, seed), slot in sorted(index.items(), key=str):
+        if claim["method"] not in slot:
+            continue
+        clients = config.datasets[dataset]["clients"]
+        if not _keep(claim, malfunction, k, clients):
+            continue
+        home = slot[claim["method"]][0]
+        cells = {n: slot.get(n, _cell(home, malfunction, f"{n} (no cell)", k, seed)) for n in names}
+        reference = None
+        if "reference" in claim["test"]:
+            ref_k = claim["test"]["reference"]["k"]
+            ref_malfunction = "none" if ref_k == 0 else malfunction
+            other = index.get((dataset, ref_malfunction, ref_k, seed), {})
+            reference = {
+                n: other.get(n, _cell(home, ref_malfunction, f"{n} (no cell)", ref_k, seed))
+                for n in names
+            }
+        label = f"{dataset} {malfunction} k={k} seed={seed}"
+        blocks.append({"label": label, "cells": cells, "reference": reference})
+    return blocks
+
+
+def _experiment_blocks(
+    config: ReportConfig,
+    claim: dict[str, Any],
+    experiments: list[str],
+    references: list[str] | None,
+    ids: dict,
+    names: list,
+) -> list[dict[str, Any]]:
+    """Scopes oof / if / pooled: one block per (experiment, seed); gap_grows pairs the i-th
+    experiment with the reference group's i-th at the same seed."""
+
+    def cells_of(experiment: str, seed: int) -> dict[str, list[Any]]:
+        exp = config.experiments[experiment]
+        malfunction = exp["malfunctions"][0] if exp["k"][0] > 0 else "none"
+        out = {}
+        for name in names:
+            method = ids[experiment].get(name, f"{name} (no cell)")
+            out[name] = _cell(experiment, malfunction, method, exp["k"][0], seed)
+        return out
+
+    if references is not None:
+        require(
+            len(references) == len(experiments),
+            f"claim {claim['id']}: group and reference group must list as many experiments "
+            f"({len(experiments)} vs. {len(references)}), paired in order",
+        )
+    blocks = []
+    for position, experiment in enumerate(experiments):
+        for seed in config.experiments[experiment]["seeds"]:
+            reference = None
+            if references is not None:
+                reference = cells_of(references[position], seed)
+            blocks.append(
+                {
+                    "label": f"{experiment} seed={seed}",
+                    "cells": cells_of(experiment, seed),
+                    "reference": reference,
+                }
+            )
+    return blocks
+
+
+def claim_row(
+    config: ReportConfig,
+    claims: dict[str, Any],
+    claim: dict[str, Any],
+    reading: str,
+    groups: dict[str, list[str]],
+    chosen: dict[str, str],
+) -> dict[str, Any]:
+    """One claim under one reading: what it compares, its test and its blocks (or the reason
+    it is not tested here in ``status``)."""
+    from benchlib.claims import condition_text
+
+    row = {
+        "id": claim["id"],
+        "reading": reading,
+        "quote": " ".join(claim["quote"].split()),
+        "where": claim["where"],
+        "status": "",
+        "blocks": [],
+        "seeds": [],
+        "scale": {},
+        "files": {},
+    }
+    if "untestable" in claim:
+        return row | {"untestable": " ".join(claim["untestable"].split())}
+    group = claim["group"]
+    row |= {
+        "group": group,
+        "group_description": claims["groups"][group]["description"],
+        "paper_scale": claims["groups"][group]["paper_scale"],
+        "cells": claim["cells"],
+        "condition": condition_text(claim),
+        "method": claim["method"],
+        "against": list(claim["against"]),
+        "against_absent": [],
+        "metric": claim["metric"],
+        "direction": claim["direction"],
+        "scope": claim["scope"],
+        "pooling": claim["pooling"],
+        "test": dict(claim["test"]),
+        "paper_effect": claim["paper_effect"],
+    }
+    where = f"claim {claim['id']}"
+    reference_group = claim["test"].get("reference_group")
+    missing_group = [g for g in (group, reference_group) if g and g not in groups]
+    if missing_group:
+        return row | {"status": f"this config maps no experiments to group {missing_group[0]}"}
+    experiments = _experiments(config, groups[group], where)
+    references = _experiments(config, groups[reference_group], where) if reference_group else None
+    names = [claim["method"], *claim["against"]]
+    every = experiments + (references or [])
+    ids = {e: _method_ids(config, e, names, chosen) for e in every}
+    if not any(claim["method"] in ids[e] for e in experiments):
+        return row | {"status": f"the experiments do not run {claim['method']}"}
+    present = [n for n in claim["against"] if any(n in ids[e] for e in every)]
+    row["against_absent"] = [n for n in claim["against"] if n not in present]
+    if not present:
+        return row | {"status": f"the experiments run none of {', '.join(claim['against'])}"}
+    kept = [claim["method"], *present]
+    if row["scope"] == "clients":
+        blocks = _client_blocks(config, claim, experiments, ids, kept)
+    else:
+        blocks = _experiment_blocks(config, claim, experiments, references, ids, kept)
+        if row["pooling"] is None and row["scope"] != "pooled":
+            tasks = {config.datasets[config.experiments[e]["dataset"]]["task"] for e in every}
+            row["pooling"] = "clients" if "segmentation" in tasks else "pooled"
+    if not blocks:
+        return row | {
+            "status": f"no cell of the experiments meets the condition ({row['condition']})"
+        }
+    row |= {
+        "blocks": blocks,
+        "seeds": sorted({b["cells"][claim["method"]][4] for b in blocks}),
+        "scale": _scale(config, every),
+    }
+    row["inputs"], row["files"] = _inputs(config, row["scope"], every, blocks)
+    return row
+
+
+def _inputs(
+    config: ReportConfig, scope: str, experiments: list[str], blocks: list[dict[str, Any]]
+) -> tuple[list[str], dict[str, str]]:
+    """The files a row reads: collected CSVs (scopes clients, pooled), or metrics.json with the
+    map from each cell (as the config lists it) to its file (a variant may share its home
+    experiment's run)."""
+    if scope in ("clients", "pooled"):
+        csvs = [
+            layout.collected_csv(e, m)
+            for e in experiments
+            for m in config.experiments[e]["malfunctions"]
+        ]
+        return csvs, {}
+    from benchlib.report.claim_verdicts import key_text
+
+    runs = {
+        key_text((e, c.malfunction, c.method, c.k, c.seed)): c.metrics_path
+        for e in experiments
+        for c in config.cells(e)
+    }
+    files = {}
+    for block in blocks:
+        for part in (block["cells"], block["reference"] or {}):
+            for cell in part.values():
+                text = key_text(tuple(cell))
+                if text in runs:
+                    files[text] = runs[text]
+    return list(dict.fromkeys(files.values())), files
+
+
+def spec_rows(
+    config: ReportConfig, claims: dict[str, Any], params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Every claim under every reading; untestable claims, and claims whose groups no reading
+    maps to experiments, once."""
+    if params["readings"] is not None:
+        readings = dict(params["readings"])
+    else:
+        readings = {NO_READING: params["groups"]}
+    chosen = dict(params["methods"])
+    mapped = {group for groups in readings.values() for group in groups}
+    rows = []
+    for index, (label, groups) in enumerate(readings.items()):
+        for claim in claims["claims"]:
+            needs = [claim.get("group"), claim.get("test", {}).get("reference_group")]
+            once = "untestable" in claim or any(g and g not in mapped for g in needs)
+            if once and index > 0:
+                continue
+            reading = NO_READING if once else label
+            rows.append(claim_row(config, claims, claim, reading, groups, chosen))
+    return rows
+
+
+# ------------------------------------------------------------------------- reading results
+def cell_values(spec: dict[str, Any], inputs: list[Path]) -> list[dict]:
+    """Per row the values of its cells: key -> CellValue."""
+    import pandas as pd
+
+    from benchlib.report.claim_verdicts import (
+        client_values,
+        parse_key,
+        pooled_values,
+        scope_value,
+    )
+
+    names = spec["inputs"]
+    require(len(inputs) == len(names), f"expected {len(names)} input files, got {len(inputs)}")
+    files = dict(zip(names, inputs, strict=True))
+    csvs = [p for n, p in files.items() if n.endswith(".csv")]
+    collected = (
+        pd.concat([pd.read_csv(p) for p in csvs], ignore_index=True).drop_duplicates(
+            subset=["experiment", "malfunction", "method_id", "k", "seed", "client"]
+        )
+        if csvs
+        else pd.DataFrame()
+    )
+    cache: dict[tuple, dict] = {}
+    out: list[dict] = []
+    for row in spec["rows"]:
+        if row["status"] or "untestable" in row:
+            out.append({})
+            continue
+        scope, metric = row["scope"], row["metric"]
+        if scope in ("clients", "pooled"):
+            key = (scope, metric)
+            if key not in cache:
+                read = client_values if scope == "clients" else pooled_values
+                cache[key] = read(collected, metric) if len(collected) else {}
+            out.append(cache[key])
+            continue
+        out.append(
+            {
+                parse_key(text): scope_value(files[name], scope, metric, row["pooling"])
+                for text, name in row["files"].items()
+            }
+        )
+    return out
+
+
+def verdicts(spec: dict[str, Any], inputs: list[Path]) -> list[Verdict]:
+    """The verdict of every row of ``spec`` from its input files."""
+    from benchlib.report.claim_verdicts import judge_all
+
+    options = {k: spec[k] for k in ("alpha", "power", "confidence", "resamples", "seed")}
+    return judge_all(spec["rows"], cell_values(spec, inputs), options)
+
+
+# --------------------------------------------------------------------------------- outputs
+def _num(value: Any, digits: int = 2) -> str:
+    if value is None or value != value:
+        return "-"
+    if abs(value) != 0 and abs(value) < 10 ** (-digits):
+        return f"{value:.2g}"
+    return f"{value:.{digits}f}"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}"
+
+
+def verdict_text(v: Verdict, scale: str) -> str:
+    """The verdict as the tables print it, with the scale where it is not the paper's."""
+    from benchlib.report.claim_verdicts import UNTESTABLE
+
+    if "untestable" in v.row:
+        return UNTESTABLE
+    text = v.verdict
+    return text if scale == "paper" or text == "not tested" else f"{text} ({scale} scale)"
+
+
+def _ours(v: Verdict) -> str:
+    scale = v.row["scale"]
+    if not scale:
+        return "-"
+    samples = "-" if v.samples_per_client is None else f"{v.samples_per_client:.0f}"
+    return (
+        f"{scale['clients']} clients, {scale['rounds']} rounds, {samples} train/client, "
+        f"{scale['model']}"
+    )
+
+
+def _paper(v: Verdict) -> str:
+    p = v.row.get("paper_scale")
+    if not p:
+        return "-"
+    return (
+        f"{p['clients']} clients, {p['rounds']} rounds, {p['samples_per_client']} "
+        f"samples/client, {p['model']}"
+    )
+
+
+def _effect_unit(row: dict[str, Any]) -> str:
+    from benchlib.report.claim_verdicts import percent
+
+    return "points" if percent(row["metric"]) else row["metric"].upper()
+
+
+def numbers_frame(spec: dict[str, Any], found: list[Verdict]) -> Any:
+    """One row per claim (and reading): the CSV of the report."""
+    import pandas as pd
+
+    rows = []
+    for v in found:
+        r = v.row
+        rows.append(
+            {
+                "paper": spec["paper"],
+                "claim": r["id"],
+                "reading": r["reading"],
+                "where": r["where"],
+                "verdict": verdict_text(v, spec["scale"]),
+                "scale": spec["scale"],
+                "method": r.get("method", ""),
+                "against": " ".join(r.get("against", [])),
+                "against_not_run": " ".join(r.get("against_absent", [])),
+                "metric": r.get("metric", ""),
+                "direction": r.get("direction", ""),
+                "test": (r.get("test") or {}).get("kind", ""),
+                "statistic": (r.get("test") or {}).get("statistic", ""),
+                "condition": r.get("condition", ""),
+                "blocks": len(v.differences) if not v.missing and not v.diverged else 0,
+                "seeds": len(r.get("seeds", [])),
+                "effect": v.effect,
+                "ci_low": v.ci_low,
+                "ci_high": v.ci_high,
+                "sd": v.sd,
+                "p": v.p,
+                "p_holm": v.p_holm,
+                "p_against": v.p_against,
+                "p_against_holm": v.p_against_holm,
+                "detectable_effect": v.detectable,
+                "paper_effect": (r.get("paper_effect") or {}).get("value"),
+                "seeds_needed": v.seeds_needed,
+                "ours": _ours(v),
+                "paper_scale": _paper(v),
+                "missing": " ".join(v.missing),
+                "diverged": " ".join(v.diverged),
+                "note": r.get("untestable") or v.note,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def table_lines(spec: dict[str, Any], found: list[Verdict]) -> list[str]:
+    """The verdict table (Markdown): one line per claim and reading."""
+    readings = any(v.row["reading"] != NO_READING for v in found)
+    head = (
+        "| claim | "
+        + ("reading | " if readings else "")
+        + (
+            "verdict | effect [95 % CI] | p (Holm) | blocks | detectable at 80 % | paper effect: "
+            "seeds needed | ours / paper |"
+        )
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for v in found:
+        if "untestable" in v.row:
+            continue
+        r = v.row
+        unit = _effect_unit(r) if r.get("metric") else ""
+        effect = "-"
+        if v.effect is not None:
+            effect = f"{_num(v.effect)} [{_num(v.ci_low)}, {_num(v.ci_high)}] {unit}"
+        paper = r.get("paper_effect")
+        needed = "-"
+        if paper is not None:
+            seeds = "-" if v.seeds_needed is None else str(v.seeds_needed)
+            needed = f"{_num(paper['value'])}: {seeds}"
+        blocks = "-" if v.effect is None else str(len(v.differences))
+        p = "-" if v.p is None else f"{_p(v.p)} ({_p(v.p_holm)})"
+        if v.verdict == "contradicted":
+            p = f"against: {_p(v.p_against)} ({_p(v.p_against_holm)})"
+        reading = f"{r['reading']} | " if readings else ""
+        scale = f"{_ours(v)} / {_paper(v)}" if r["scale"] else f"not run here: {v.note}"
+        lines.append(
+            f"| {r['id']} | {reading}{verdict_text(v, spec['scale'])} | {effect} | {p} | {blocks} "
+            f"| {_num(v.detectable)} | {needed} | {scale} |"
+        )
+    return lines
+
+
+def markdown(spec: dict[str, Any], found: list[Verdict], figure: str) -> str:
+    """The report text."""
+    confidence = round(100 * spec["confidence"])
+    lines = [
+        f"# {spec['title']}",
+        "",
+        f"Claims: `{spec['claims']}` ({spec['paper']}; {spec['source']}), declared with their "
+        "tests before any result. Scale of this run: "
+        f"**{SCALES[spec['scale']]}**"
+        + (f"; {spec['scale_note']}" if spec["scale_note"] else "")
+        + ".",
+        "",
+        "Each claim is tested over its blocks (one cell of the grid: experiment, malfunction, k, "
+        "seed, where every compared method ran): the difference per block is signed so that a "
+        "positive value is the claimed direction. Test: one-sided paired (t-test or Wilcoxon, as "
+        f"declared) at alpha = {spec['alpha']}, Holm-corrected across this paper's claims (per "
+        "reading). Verdict: *supported* (significant in the claimed direction), *contradicted* "
+        "(significant against it), *inconclusive* (neither), *not tested* (a cell missing or "
+        f"diverged, or no cell of this config). Effect: mean difference with a {confidence} % "
+        f"percentile-bootstrap CI (seeded); in points for metrics in [0, 1]. Detectable: the "
+        f"smallest mean difference this design detects with {round(100 * spec['power'])} % power "
+        "(one-sided t-test, the observed spread). Seeds needed: seeds at this grid's blocks per "
+        "seed for the paper's own effect to be detected with that power.",
+        "",
+        *table_lines(spec, found),
+        "",
+        f"![claims]({figure})",
+        "",
+        "## The claims",
+        "",
+    ]
+    for v in found:
+        r = v.row
+        reading = "" if r["reading"] == NO_READING else f"; reading: {r['reading']}"
+        lines.append(f'**{r["id"]}** ({r["where"]}{reading}): "{r["quote"]}"')
+        lines.append("")
+        if "untestable" in r:
+            lines += [f"- untestable: {r['untestable']}", ""]
+            continue
+        against = ", ".join(r["against"])
+        if r["against_absent"]:
+            against += f" (not run here: {', '.join(r['against_absent'])})"
+        comparator = r["test"]["comparator"]
+        reference = r["test"].get("reference_group") or (
+            f"k = {r['test']['reference']['k']}" if "reference" in r["test"] else ""
+        )
+        lines += [
+            f"- compares: {r['method']} vs. {against} ({comparator} per block), "
+            f"{r['metric']} ({r['direction']} is better), scope {r['scope']}; cells: {r['cells']}"
+            + (f"; condition: {r['condition']}" if r["condition"] else ""),
+            f"- test: {r['test']['kind']}"
+            + (f" (reference: {reference})" if reference else "")
+            + f", {r['test']['statistic']}, one-sided",
+            f"- verdict: {verdict_text(v, spec['scale'])}" + (f"; {v.note}" if v.note else ""),
+            f"- scale: ours {_ours(v)}; paper {_paper(v)}",
+            "",
+        ]
+    problems = [v for v in found if v.missing or v.diverged]
+    lines += ["## Missing or diverged cells", ""]
+    if not problems:
+        lines += ["None: every cell of every tested claim is present and finite.", ""]
+    for v in problems:
+        for label, cells in (("missing", v.missing), ("diverged", v.diverged)):
+            if cells:
+                lines.append(f"- {v.row['id']} ({label}): {', '.join(dict.fromkeys(cells))}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def plot_claims(spec: dict[str, Any], found: list[Verdict], pdf: Path) -> None:
+    """One page: claims as rows, the standardised effect (mean difference / sd of the block
+    differences) with its CI, coloured by verdict; the effect in its units written beside."""
+    from matplotlib.patches import Patch
+
+    from benchlib.report.figures import pyplot, save_figure
+
+    plt = pyplot()
+    shown = [v for v in found if "untestable" not in v.row]
+    height = min(10.5, 1.6 + 0.32 * len(shown))
+    figure, ax = plt.subplots(figsize=(8.3, height))
+    for y, v in enumerate(shown):
+        colour = COLOURS.get(v.verdict, COLOURS["not tested"])
+        if v.effect is not None and v.sd:
+            point = v.effect / v.sd
+            low = (v.ci_low if v.ci_low is not None else v.effect) / v.sd
+            high = (v.ci_high if v.ci_high is not None else v.effect) / v.sd
+            ax.errorbar(
+                point, y, xerr=[[point - low], [high - point]], fmt="o", color=colour, capsize=3
+            )
+            text = f"{_num(v.effect)} [{_num(v.ci_low)}, {_num(v.ci_high)}] {_effect_unit(v.row)}"
+        else:
+            ax.plot(0, y, marker="s", color=colour)
+            text = (
+                v.verdict
+                if v.effect is None
+                else f"{_num(v.effect)} {_effect_unit(v.row)} (no spread)"
+            )
+        ax.annotate(text, (1.01, y), xycoords=("axes fraction", "data"), va="center", fontsize=7)
+    labels = [
+        v.row["id"] + ("" if v.row["reading"] == NO_READING else f" ({v.row['reading']})")
+        for v in shown
+    ]
+    ax.set_yticks(range(len(shown)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_xlabel(
+        "standardised effect: mean difference / sd of the block differences "
+        "(claimed direction > 0)",
+        fontsize=8,
+    )
+    ax.set_title(f"{spec['title']}\nscale: {spec['scale']}", fontsize=9)
+    handles = [Patch(color=c, label=k) for k, c in COLOURS.items()]
+    ax.legend(
+        handles=handles,
+        fontsize=7,
+        loc="lower left",
+        bbox_to_anchor=(0, 1.08),
+        ncol=4,
+        frameon=False,
+    )
+    figure.subplots_adjust(right=0.68)
+    save_figure(figure, pdf)
+
+
+def plain_table(path: Path) -> str:
+    """The verdict table of a claims report's CSV as plain text (``benchlib claims``)."""
+    import pandas as pd
+
+    require(Path(path).is_file(), f"claims CSV {path} not found; build the claims report first")
+    try:
+        frame = pd.read_csv(path, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise BenchlibError(f"{path} is not a claims report CSV; rebuild it") from exc
+    needed = ["claim", "reading", "verdict", "effect", "ci_low", "ci_high", "p", "p_holm"]
+    needed += ["blocks", "detectable_effect", "seeds_needed"]
+    missing = [c for c in needed if c not in frame]
+    require(not missing, f"{path} lacks the columns {', '.join(missing)}; is it a claims CSV?")
+
+    def number(value: Any, digits: int = 2) -> str:
+        return _num(float(value), digits) if value != "" else "-"
+
+    def p_value(value: Any) -> str:
+        return _p(float(value)) if value != "" else "-"
+
+    rows = [("claim", "verdict", "effect [95 % CI]", "p (Holm)", "blocks", "detectable", "seeds")]
+    for r in frame.itertuples(index=False):
+        if r.verdict == "untestable":
+            continue
+        name = r.claim if r.reading in ("", NO_READING) else f"{r.claim} ({r.reading})"
+        effect = "-"
+        if r.effect != "":
+            effect = f"{number(r.effect)} [{number(r.ci_low)}, {number(r.ci_high)}]"
+        p = "-" if r.p == "" else f"{p_value(r.p)} ({p_value(r.p_holm)})"
+        seeds = "-" if r.seeds_needed == "" else str(int(float(r.seeds_needed)))
+        blocks = str(r.blocks) if r.effect != "" else "-"
+        rows.append((name, r.verdict, effect, p, blocks, number(r.detectable_effect), seeds))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    untestable = int((frame["verdict"] == "untestable").sum())
+    lines.append(
+        f"({len(rows) - 1} claims tested or not tested here; {untestable} untestable "
+        f"by any config: {path.with_suffix('.md')})"
+    )
+    return "\n".join(lines)
+
+
+@register_kind
+class ClaimsReport(ReportKind):
+    name = "claims"
+    output = "markdown_numbers"
+    params = Params(
+        {
+            "claims": required_param(
+                {"type": "string", "minLength": 1},
+                "claim set: config/claims/<name>.yaml or a plugin's declare_claims name",
+            ),
+            "scale": required_param({"enum": sorted(SCALES)}, "how far this run is from the paper"),
+            "scale_note": Param({"type": "string"}, "", "one line on the run's data and grid"),
+            "groups": Param(
+                {"type": ["object", "null"], "minProperties": 1, "additionalProperties": PATTERNS},
+                None,
+                "claim group -> experiments (fnmatch patterns); give this or readings",
+            ),
+            "readings": Param(
+                {"type": ["object", "null"], "minProperties": 1, "additionalProperties": GROUPS},
+                None,
+                "reading label -> {claim group -> experiments}: one verdict per reading",
+            ),
+            "methods": Param(
+                {"type": "object", "additionalProperties": {"type": "string"}},
+                {},
+                "claim method name -> config method id, where the names are ambiguous",
+            ),
+            "title": Param({"type": ["string", "null"]}, None, "heading; null = the paper's"),
+            "confidence": Param(
+                {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                CONFIDENCE,
+                "confidence level of the effect's bootstrap interval",
+            ),
+            "resamples": Param(
+                {"type": "integer", "minimum": 100}, RESAMPLES, "bootstrap resamples"
+            ),
+            "seed": Param({"type": "integer", "minimum": 0}, SEED, "seed of the bootstrap"),
+        }
+    )
+
+    def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
+        from benchlib.claims import claim_set
+
+        given = [k for k in ("groups", "readings") if params[k] is not None]
+        require(len(given) == 1, "give exactly one of groups and readings")
+        claims = claim_set(params["claims"])
+        rows = spec_rows(config, claims, params)
+        inputs = list(dict.fromkeys(p for r in rows for p in r.pop("inputs", [])))
+        title = params["title"] or f"{claims['paper']}: what the paper claims, tested"
+        return {
+            "name": name,
+            "title": title,
+            "claims": params["claims"],
+            "paper": claims["paper"],
+            "source": claims["source"],
+            "alpha": claims["alpha"],
+            "power": claims["power"],
+            "scale": params["scale"],
+            "scale_note": params["scale_note"],
+            "rows": rows,
+            "inputs": inputs,
+            **{k: params[k] for k in ("confidence", "resamples", "seed")},
+        }
+
+    def inputs(self, spec: dict[str, Any]) -> list[str]:
+        return list(spec["inputs"])
+
+    def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
+        from benchlib.io import write_text_atomic, write_with_atomic
+
+        check_outputs(self, outputs)
+        found = verdicts(spec, [Path(p) for p in inputs])
+        plot_claims(spec, found, Path(outputs[1]))
+        numbers = numbers_frame(spec, found)
+        write_with_atomic(
+            outputs[2], lambda tmp: numbers.to_csv(tmp, index=False, float_format="%.10g")
+        )
+        write_text_atomic(outputs[0], markdown(spec, found, Path(outputs[1]).name) + "\n")
