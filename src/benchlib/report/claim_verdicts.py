@@ -179,16 +179,17 @@ def block_difference(
 
     def gain(cells: dict[str, list[Any]]) -> float | None:
         scores = {}
-        for name, raw in cells.items():
+        for name, raw in cells.items():  # every missing or diverged cell is listed
             key = as_key(raw)
             found = values.get(key)
             if found is None or found.value != found.value:
                 verdict.missing.append(key_text(key))
-                return None
-            if found.diverged:
+            elif found.diverged:
                 verdict.diverged.append(key_text(key))
-                return None
-            scores[name] = found.value * (100.0 if percent(row["metric"]) else 1.0)
+            else:
+                scores[name] = found.value * (100.0 if percent(row["metric"]) else 1.0)
+        if len(scores) < len(cells):
+            return None
         names = [n for n in cells if n != row["method"]]
         return signed_gain(scores, row["method"], names, row)
 
