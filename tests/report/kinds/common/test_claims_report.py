@@ -244,3 +244,79 @@ def test_statistics_helpers() -> None:
     # the textbook case: effect = sd (dz = 1), one-sided alpha 0.05, 80 % power -> 8 pairs
     assert pairs_needed(1.0, 1.0, 0.05, 0.8) == 8
     assert t_power(1.0, 1.0, 7, 0.05) < 0.8 <= t_power(1.0, 1.0, 8, 0.05)
+
+
+def test_oof_scope_on_the_pacs_sample(tmp_path: Path) -> None:
+    """Scope oof (TFL): each cell scored by its held-out clients' pooled accuracy; T1's blocks
+    are (held-out domain, seed), TFL against the best of FedAvg, DRFA and FedSR."""
+    import json
+
+    spec = (
+        load_config(REPO / "config" / "tfl_pacs_sample.yaml").reports["tfl_pacs_sample_claims"].spec
+    )
+    lead = {"tfl_f2": 0.04, "drfa": 0.01, "tfl_fedsr_small": 0.0, "fedavg": -0.01}
+    values: dict[tuple, float] = {}
+    inputs = []
+    for index, name in enumerate(spec["inputs"]):
+        experiment, _, method, _, seed = name.split("/")[2:7]
+        value = 0.5 + lead[method] + 0.003 * ((index * 7) % 5) + 0.002 * int(seed[4:])
+        values[(experiment, seed, method)] = 100 * value
+        metrics = {
+            "pooled": {"oof": {"accuracy": value}},
+            "held_out_clients": [{"client": 0, "test_accuracy": value}],
+            "clients": [{"client": 1, "test_accuracy": 0.6, "n_train": 33}],
+            "history": {},
+        }
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(metrics))
+        inputs.append(path)
+    found = {v.row["id"]: v for v in verdicts(spec, inputs)}
+    t1 = found["T1"]
+    blocks = sorted({(e, s) for e, s, _ in values})
+    d = np.array(
+        [values[(e, s, "tfl_f2")] - max(values[(e, s, m)] for m in ("fedavg", "drfa",
+         "tfl_fedsr_small")) for e, s in blocks]
+    )  # fmt: skip
+    assert len(d) == 12 and sorted(t1.differences) == pytest.approx(sorted(d))
+    assert t1.p == pytest.approx(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
+    assert t1.verdict == "supported" and t1.samples_per_client == 33
+    assert t1.row["against_absent"] == ["fedprox"]
+    assert found["T2"].verdict == "not tested"  # no TPT-48 experiments in this config
+
+
+def test_pooled_scope_on_the_fedagain_demo(tmp_path: Path) -> None:
+    """Scope pooled (FedAgain): the global model's accuracy on the pooled test sets, sum of
+    accuracy x n_test over sum of n_test; F6 pairs 20 clients with 5 (one block: too few)."""
+    spec = load_config(REPO / "config" / "fedagain_demo.yaml").reports["fedagain_demo_claims"].spec
+    inputs, pooled = [], {}
+    for position, name in enumerate(spec["inputs"]):
+        experiment = name.split("/")[2]
+        rows = []
+        for method, base in (("fedagain", 0.8), ("fedavg", 0.75)):
+            for client in range(4):
+                accuracy = base + 0.01 * client + 0.004 * position
+                rows.append(
+                    {"experiment": experiment, "dataset": "mnist5k_ls", "malfunction": "none",
+                     "method_id": method, "method": method, "k": 0, "seed": 0,
+                     "client": client, "malicious": False, "test_accuracy": accuracy,
+                     "test_precision_macro": accuracy, "n_train": 100, "n_val": 10,
+                     "n_test": 10 + client}
+                )  # fmt: skip
+        frame = pd.DataFrame(rows)
+        for method, part in frame.groupby("method_id"):
+            pooled[(experiment, method)] = 100 * float(
+                (part["test_accuracy"] * part["n_test"]).sum() / part["n_test"].sum()
+            )
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(path, index=False)
+        inputs.append(path)
+    found = {v.row["id"]: v for v in verdicts(spec, inputs)}
+    corruption = [e for e, _ in pooled if e.startswith("demo_corruption")]
+    d = [pooled[(e, "fedagain")] - pooled[(e, "fedavg")] for e in dict.fromkeys(corruption)]
+    assert found["F2"].differences == pytest.approx(d) and len(d) == 3
+    assert found["F2"].effect == pytest.approx(5.0)
+    assert found["F6"].differences == pytest.approx([0.0], abs=1e-9)
+    assert found["F6"].verdict == "inconclusive" and found["F6"].note.startswith("n too small")
+    assert found["F4"].verdict == "not tested"
