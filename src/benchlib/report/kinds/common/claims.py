@@ -612,13 +612,14 @@ def plot_claims(spec: dict[str, Any], found: list[Verdict], pdf: Path) -> None:
         "(claimed direction > 0)",
         fontsize=8,
     )
-    ax.set_title(f"{spec['title']}\nscale: {spec['scale']}", fontsize=9)
+    scale = SCALES[spec["scale"]].split(":")[0]
+    ax.set_title(f"{spec['title']}\nscale: {scale}", fontsize=9)
     handles = [Patch(color=c, label=k) for k, c in COLOURS.items()]
     ax.legend(
         handles=handles,
         fontsize=7,
-        loc="lower left",
-        bbox_to_anchor=(0, 1.08),
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.15),
         ncol=4,
         frameon=False,
     )
