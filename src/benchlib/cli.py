@@ -249,7 +249,7 @@ def cmd_verify(args: argparse.Namespace) -> None:
 
 
 def cmd_claims(args: argparse.Namespace) -> None:
-    from benchlib.report.kinds.common.claims import plain_table
+    from benchlib.report.claim_outputs import plain_table
 
     print(plain_table(Path(args.csv)))
 

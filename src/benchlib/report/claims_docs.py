@@ -56,7 +56,8 @@ def golden_path(root: Path, golden: str, collected: str) -> Path:
 def run_lines(root: Path, run: CpuRun) -> list[str]:
     """The block's section of one CPU run: its scale, the verdict table or why there is none."""
     from benchlib.config import load_config
-    from benchlib.report.kinds.common.claims import table_lines, verdicts
+    from benchlib.report.claim_outputs import table_lines
+    from benchlib.report.kinds.common.claims import verdicts
 
     report = load_config(root / run.config).reports[run.report]
     spec = report.spec

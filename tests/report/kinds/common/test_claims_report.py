@@ -22,7 +22,8 @@ from benchlib.claims import CLAIM_SETS, declare_claims
 from benchlib.config import Config, load_config, load_config_file
 from benchlib.errors import BenchlibError
 from benchlib.report.base import get_kind
-from benchlib.report.kinds.common.claims import plain_table, verdicts
+from benchlib.report.claim_outputs import plain_table
+from benchlib.report.kinds.common.claims import verdicts
 from benchlib.report.statistics import detectable_effect, holm, pairs_needed, t_power
 
 DEMO = REPO / "config" / "demo.yaml"
