@@ -86,6 +86,23 @@ def as_key(value: list[Any]) -> Key:
     return (str(value[0]), str(value[1]), str(value[2]), int(value[3]), int(value[4]))
 
 
+def block_cells(row: dict[str, Any], block: list[Any]) -> dict[str, Any]:
+    """A compact block of the spec as the cells it compares: ``{"cells": {name: cell},
+    "reference": {name: cell} or None}``, a cell ``[experiment, malfunction, method, k,
+    seed]`` (method ``<name> (no cell)`` where the grid has none)."""
+
+    def cells(experiment: str, malfunction: str, k: int, seed: int) -> dict[str, list[Any]]:
+        out = {}
+        for name in row["names"]:
+            exp = row["source"].get(experiment, {}).get(name, experiment)
+            method = row["ids"].get(exp, {}).get(name, f"{name} (no cell)")
+            out[name] = [exp, malfunction, method, k, seed]
+        return out
+
+    *here, ref = block
+    return {"cells": cells(*here), "reference": None if ref is None else cells(*ref)}
+
+
 # ------------------------------------------------------------------------ reading the cells
 def percent(metric: str) -> bool:
     from benchlib.report.kinds.common.paper_tables import MACRO_METRICS
@@ -193,12 +210,13 @@ def block_difference(
         names = [n for n in cells if n != row["method"]]
         return signed_gain(scores, row["method"], names, row)
 
-    lead = gain(block["cells"])
+    cells = block_cells(row, block)
+    lead = gain(cells["cells"])
     if lead is None:
         return None
-    if block.get("reference") is None:
+    if cells["reference"] is None:
         return lead
-    base = gain(block["reference"])
+    base = gain(cells["reference"])
     return None if base is None else lead - base
 
 
@@ -220,7 +238,7 @@ def judge(row: dict[str, Any], values: dict[Key, CellValue], options: dict[str, 
     sizes = [
         values[as_key(raw)].n_train
         for block in row["blocks"]
-        for raw in block["cells"].values()
+        for raw in block_cells(row, block)["cells"].values()
         if as_key(raw) in values and values[as_key(raw)].n_train is not None
     ]
     verdict.samples_per_client = float(np.mean(sizes)) if sizes else None

@@ -321,3 +321,23 @@ def test_pooled_scope_on_the_fedagain_demo(tmp_path: Path) -> None:
     assert found["F6"].differences == pytest.approx([0.0], abs=1e-9)
     assert found["F6"].verdict == "inconclusive" and found["F6"].note.startswith("n too small")
     assert found["F4"].verdict == "not tested"
+
+
+@pytest.mark.parametrize(
+    ("config", "name"),
+    [
+        ("paper/lightyear.yaml", "lightyear_claims"),
+        ("paper/fedagain.yaml", "fedagain_claims"),
+        ("paper/tfl.yaml", "tfl_claims"),
+        ("tfl_tpt48.yaml", "tpt48_claims"),
+    ],
+)
+def test_spec_fits_one_command_line_argument(config: str, name: str) -> None:
+    """The rule passes the spec as one argument (Linux: at most 128 KiB): blocks are compact."""
+    import json
+
+    report = load_config(REPO / "config" / config).reports[name]
+    text = json.dumps(report.spec, sort_keys=True, separators=(",", ":"))
+    assert len(text.encode()) < 100_000
+    tested = [r for r in report.spec["rows"] if r["blocks"]]
+    assert tested and all(r["status"] == "" for r in tested)

@@ -31,6 +31,7 @@ from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import ReportKind, check_outputs, register_kind, required_param
 from benchlib.report.claim_outputs import NO_READING, markdown, numbers_frame, plot_claims
+from benchlib.report.claim_verdicts import block_cells
 from benchlib.report.kinds.common.paper_tables import SCALES
 from benchlib.report.statistics import CONFIDENCE, RESAMPLES, SEED
 
@@ -86,52 +87,50 @@ def _keep(claim: dict[str, Any], malfunction: str, k: int, clients: int) -> bool
     return not (condition.get("majority") and 2 * k <= clients)
 
 
-def _cell(experiment: str, malfunction: str, method: str, k: int, seed: int) -> list[Any]:
-    return [experiment, malfunction, method, k, seed]
-
-
 def _client_blocks(
     config: ReportConfig, claim: dict[str, Any], experiments: list[str], ids: dict, names: list
-) -> list[dict[str, Any]]:
-    """Scope clients: one block per (dataset, malfunction, k, seed) of the condition; a method
-    may come from another experiment of the group on the same dataset (Figures 5-6)."""
-    index: dict[tuple, dict[str, list[Any]]] = {}
+) -> tuple[list[list[Any]], dict[str, dict[str, str]]]:
+    """Scope clients: one block ``[experiment, malfunction, k, seed, reference]`` per cell of
+    the claimed method that meets the condition, and ``source``: the other experiment of the
+    group that gives a compared method on the same dataset (Figures 5-6: P2P FedAvg)."""
+    index: dict[tuple, dict[str, str]] = {}  # (dataset, malfunction, k, seed) -> name -> exp
     for experiment in experiments:
         dataset = config.experiments[experiment]["dataset"]
         by_id = {v: n for n, v in ids[experiment].items()}
         for cell in config.cells(experiment):
             if cell.method not in by_id:
                 continue
-            block = (dataset, cell.malfunction, cell.k, cell.seed)
-            slot = index.setdefault(block, {})
+            slot = index.setdefault((dataset, cell.malfunction, cell.k, cell.seed), {})
             name = by_id[cell.method]
             require(
                 name not in slot,
-                f"claim {claim['id']}: {slot.get(name, [''])[0]} and {experiment} both give "
-                f"{name} at {block}; map the group to one of them",
+                f"claim {claim['id']}: {slot.get(name)} and {experiment} both give {name} at "
+                f"{cell.malfunction} k = {cell.k} seed {cell.seed}; map the group to one of them",
             )
-            slot[name] = _cell(experiment, cell.malfunction, cell.method, cell.k, cell.seed)
-    blocks = []
+            slot[name] = experiment
+    blocks: list[list[Any]] = []
+    source: dict[str, dict[str, str]] = {}
+    reference = claim["test"].get("reference")
     for (dataset, malfunction, k, seed), slot in sorted(index.items(), key=str):
         if claim["method"] not in slot:
             continue
-        clients = config.datasets[dataset]["clients"]
-        if not _keep(claim, malfunction, k, clients):
+        if not _keep(claim, malfunction, k, config.datasets[dataset]["clients"]):
             continue
-        home = slot[claim["method"]][0]
-        cells = {n: slot.get(n, _cell(home, malfunction, f"{n} (no cell)", k, seed)) for n in names}
-        reference = None
-        if "reference" in claim["test"]:
-            ref_k = claim["test"]["reference"]["k"]
-            ref_malfunction = "none" if ref_k == 0 else malfunction
-            other = index.get((dataset, ref_malfunction, ref_k, seed), {})
-            reference = {
-                n: other.get(n, _cell(home, ref_malfunction, f"{n} (no cell)", ref_k, seed))
-                for n in names
-            }
-        label = f"{dataset} {malfunction} k={k} seed={seed}"
-        blocks.append({"label": label, "cells": cells, "reference": reference})
-    return blocks
+        home = slot[claim["method"]]
+        for name in names:
+            if name in slot and slot[name] != home:
+                known = source.setdefault(home, {}).setdefault(name, slot[name])
+                require(
+                    known == slot[name],
+                    f"claim {claim['id']}: {name} comes from {known} and {slot[name]}; map the "
+                    "group to one of them",
+                )
+        ref = None
+        if reference is not None:
+            ref_k = reference["k"]
+            ref = [home, "none" if ref_k == 0 else malfunction, ref_k, seed]
+        blocks.append([home, malfunction, k, seed, ref])
+    return blocks, source
 
 
 def _experiment_blocks(
@@ -139,20 +138,14 @@ def _experiment_blocks(
     claim: dict[str, Any],
     experiments: list[str],
     references: list[str] | None,
-    ids: dict,
-    names: list,
-) -> list[dict[str, Any]]:
+) -> list[list[Any]]:
     """Scopes oof / if / pooled: one block per (experiment, seed); gap_grows pairs the i-th
     experiment with the reference group's i-th at the same seed."""
 
-    def cells_of(experiment: str, seed: int) -> dict[str, list[Any]]:
+    def where(experiment: str, seed: int) -> list[Any]:
         exp = config.experiments[experiment]
-        malfunction = exp["malfunctions"][0] if exp["k"][0] > 0 else "none"
-        out = {}
-        for name in names:
-            method = ids[experiment].get(name, f"{name} (no cell)")
-            out[name] = _cell(experiment, malfunction, method, exp["k"][0], seed)
-        return out
+        k = exp["k"][0]
+        return [experiment, exp["malfunctions"][0] if k > 0 else "none", k, seed]
 
     if references is not None:
         require(
@@ -163,16 +156,8 @@ def _experiment_blocks(
     blocks = []
     for position, experiment in enumerate(experiments):
         for seed in config.experiments[experiment]["seeds"]:
-            reference = None
-            if references is not None:
-                reference = cells_of(references[position], seed)
-            blocks.append(
-                {
-                    "label": f"{experiment} seed={seed}",
-                    "cells": cells_of(experiment, seed),
-                    "reference": reference,
-                }
-            )
+            ref = None if references is None else where(references[position], seed)
+            blocks.append([*where(experiment, seed), ref])
     return blocks
 
 
@@ -197,7 +182,6 @@ def claim_row(
         "blocks": [],
         "seeds": [],
         "scale": {},
-        "files": {},
     }
     if "untestable" in claim:
         return row | {"untestable": " ".join(claim["untestable"].split())}
@@ -235,54 +219,70 @@ def claim_row(
     if not present:
         return row | {"status": f"the experiments run none of {', '.join(claim['against'])}"}
     kept = [claim["method"], *present]
+    source: dict[str, dict[str, str]] = {}
     if row["scope"] == "clients":
-        blocks = _client_blocks(config, claim, experiments, ids, kept)
+        blocks, source = _client_blocks(config, claim, experiments, ids, kept)
     else:
-        blocks = _experiment_blocks(config, claim, experiments, references, ids, kept)
+        blocks = _experiment_blocks(config, claim, experiments, references)
         if row["pooling"] is None and row["scope"] != "pooled":
             tasks = {config.datasets[config.experiments[e]["dataset"]]["task"] for e in every}
             row["pooling"] = "clients" if "segmentation" in tasks else "pooled"
     if not blocks:
-        return row | {
-            "status": f"no cell of the experiments meets the condition ({row['condition']})"
-        }
+        condition = row["condition"]
+        return row | {"status": f"no cell of the experiments meets the condition ({condition})"}
     row |= {
+        "names": kept,
+        "ids": {e: {n: ids[e][n] for n in kept if n in ids[e]} for e in every},
+        "source": source,
         "blocks": blocks,
-        "seeds": sorted({b["cells"][claim["method"]][4] for b in blocks}),
+        "seeds": sorted({b[3] for b in blocks}),
         "scale": _scale(config, every),
+        "homes": _homes(config, every),
     }
-    row["inputs"], row["files"] = _inputs(config, row["scope"], every, blocks)
+    row["inputs"] = _inputs(config, row, every)
     return row
 
 
-def _inputs(
-    config: ReportConfig, scope: str, experiments: list[str], blocks: list[dict[str, Any]]
-) -> tuple[list[str], dict[str, str]]:
-    """The files a row reads: collected CSVs (scopes clients, pooled), or metrics.json with the
-    map from each cell (as the config lists it) to its file (a variant may share its home
-    experiment's run)."""
-    if scope in ("clients", "pooled"):
-        csvs = [
+def _homes(config: ReportConfig, experiments: list[str]) -> dict[str, dict[str, str]]:
+    """experiment -> method id -> the experiment whose run it shares (a reading variant reads
+    its home experiment's cells for the methods the reading does not concern); only those."""
+    homes: dict[str, dict[str, str]] = {}
+    for experiment in experiments:
+        for cell in config.cells(experiment):
+            if cell.experiment != experiment:
+                homes.setdefault(experiment, {})[cell.method] = cell.experiment
+    return homes
+
+
+def metrics_file(row: dict[str, Any], cell: list[Any]) -> str:
+    """The metrics.json of a cell as the spec names it (its home experiment's run)."""
+    from benchlib.spec import Cell
+
+    experiment, malfunction, method, k, seed = cell
+    home = row["homes"].get(experiment, {}).get(method, experiment)
+    return Cell(home, malfunction, method, int(k), int(seed)).metrics_path
+
+
+def _inputs(config: ReportConfig, row: dict[str, Any], experiments: list[str]) -> list[str]:
+    """The files a row reads: collected CSVs (scopes clients, pooled) or the metrics.json of
+    every cell of its blocks that the grid has."""
+    if row["scope"] in ("clients", "pooled"):
+        return [
             layout.collected_csv(e, m)
             for e in experiments
             for m in config.experiments[e]["malfunctions"]
         ]
-        return csvs, {}
-    from benchlib.report.claim_verdicts import key_text
-
-    runs = {
-        key_text((e, c.malfunction, c.method, c.k, c.seed)): c.metrics_path
+    grid = {
+        metrics_file(row, [e, c.malfunction, c.method, c.k, c.seed])
         for e in experiments
         for c in config.cells(e)
     }
-    files = {}
-    for block in blocks:
-        for part in (block["cells"], block["reference"] or {}):
-            for cell in part.values():
-                text = key_text(tuple(cell))
-                if text in runs:
-                    files[text] = runs[text]
-    return list(dict.fromkeys(files.values())), files
+    paths = []
+    for block in row["blocks"]:
+        expanded = block_cells(row, block)
+        for part in (expanded["cells"], expanded["reference"] or {}):
+            paths += [p for p in (metrics_file(row, c) for c in part.values()) if p in grid]
+    return list(dict.fromkeys(paths))
 
 
 def spec_rows(
@@ -313,12 +313,7 @@ def cell_values(spec: dict[str, Any], inputs: list[Path]) -> list[dict]:
     """Per row the values of its cells: key -> CellValue."""
     import pandas as pd
 
-    from benchlib.report.claim_verdicts import (
-        client_values,
-        parse_key,
-        pooled_values,
-        scope_value,
-    )
+    from benchlib.report.claim_verdicts import as_key, client_values, pooled_values, scope_value
 
     names = spec["inputs"]
     require(len(inputs) == len(names), f"expected {len(names)} input files, got {len(inputs)}")
@@ -345,12 +340,16 @@ def cell_values(spec: dict[str, Any], inputs: list[Path]) -> list[dict]:
                 cache[key] = read(collected, metric) if len(collected) else {}
             out.append(cache[key])
             continue
-        out.append(
-            {
-                parse_key(text): scope_value(files[name], scope, metric, row["pooling"])
-                for text, name in row["files"].items()
-            }
-        )
+        values = {}
+        for block in row["blocks"]:
+            expanded = block_cells(row, block)
+            for part in (expanded["cells"], expanded["reference"] or {}):
+                for cell in part.values():
+                    name = metrics_file(row, cell)
+                    if name in files:
+                        value = scope_value(files[name], scope, metric, row["pooling"])
+                        values[as_key(cell)] = value
+        out.append(values)
     return out
 
 
