@@ -230,6 +230,12 @@ def claim_row(
     if not blocks:
         condition = row["condition"]
         return row | {"status": f"no cell of the experiments meets the condition ({condition})"}
+    absent = _not_in_grid(config, every, kept, ids, source, blocks)
+    if absent:
+        return row | {
+            "status": f"the grid has no cell for {len(absent)} of the cells this claim compares "
+            f"(e.g. {absent[0]}); add them to the config to test it"
+        }
     row |= {
         "names": kept,
         "ids": {e: {n: ids[e][n] for n in kept if n in ids[e]} for e in every},
@@ -241,6 +247,28 @@ def claim_row(
     }
     row["inputs"] = _inputs(config, row, every)
     return row
+
+
+def _not_in_grid(
+    config: ReportConfig,
+    experiments: list[str],
+    names: list[str],
+    ids: dict[str, dict[str, str]],
+    source: dict[str, dict[str, str]],
+    blocks: list[list[Any]],
+) -> list[str]:
+    """The cells the blocks compare that the config's grid does not have (e.g. the k = 0
+    reference of a grid without k = 0), as cell ids."""
+    from benchlib.report.claim_verdicts import key_text
+
+    grid = {(e, c.malfunction, c.method, c.k, c.seed) for e in experiments for c in config.cells(e)}
+    row = {"names": names, "ids": ids, "source": source}
+    absent = []
+    for block in blocks:
+        expanded = block_cells(row, block)
+        for part in (expanded["cells"], expanded["reference"] or {}):
+            absent += [key_text(tuple(c)) for c in part.values() if tuple(c) not in grid]
+    return list(dict.fromkeys(absent))
 
 
 def _homes(config: ReportConfig, experiments: list[str]) -> dict[str, dict[str, str]]:
