@@ -95,7 +95,7 @@ def block_cells(row: dict[str, Any], block: list[Any]) -> dict[str, Any]:
         out = {}
         for name in row["names"]:
             exp = row["source"].get(experiment, {}).get(name, experiment)
-            method = row["ids"].get(exp, {}).get(name, f"{name} (no cell)")
+            method = row["ids"][exp].get(name, f"{name} (no cell)")
             out[name] = [exp, malfunction, method, k, seed]
         return out
 
