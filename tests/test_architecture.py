@@ -143,6 +143,13 @@ CONFIG_FALLBACKS = {
     ("report/kinds/lightyear/topology_figure.py",
      "entry.get('label', config.method_label(entry['method']))"):
         "a line's label is optional; it falls back to the method's label, not a constant",
+    ("report/claim_verdicts.py", "row['ids'][exp].get(name, f'{name} (no cell)')"):
+        "an experiment that does not run a compared method has no id for it: the placeholder "
+        "names the cell the claim misses",
+    ("report/claim_verdicts.py", "row['source'].get(experiment, {})"):
+        "a claims spec's source is a sparse map: only methods another experiment gives",
+    ("report/kinds/common/claims.py", "row['homes'].get(experiment, {})"):
+        "a claims spec's homes is a sparse map: only cells a reading variant shares",
     ("report/kinds/tfl/tfl_table.py", "spec['transmissions'].get(method_id, 1)"):
         "transmissions is a sparse map (declared: methods not named send 1 model a round)",
     ("report/kinds/tfl/tfl_table.py", "spec['quoted'].get(r['label'], {})"):

@@ -72,3 +72,8 @@ def test_report_outputs_by_kind():
         "figures/r.csv",
     )
     assert Path(layout.report_outputs("markdown", "m")[0]).suffix == ".md"
+    assert layout.report_outputs("markdown_numbers", "c") == (
+        "reports/c.md",
+        "reports/c.pdf",
+        "reports/c.csv",
+    )

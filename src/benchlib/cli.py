@@ -260,6 +260,12 @@ def cmd_verify(args: argparse.Namespace) -> None:
         sys.exit(1)
 
 
+def cmd_claims(args: argparse.Namespace) -> None:
+    from benchlib.report.claim_outputs import plain_table
+
+    print(plain_table(Path(args.csv)))
+
+
 def cmd_check_config(args: argparse.Namespace) -> None:
     from benchlib.config import load_config
     from benchlib.methods.base import build_method
@@ -352,6 +358,7 @@ _OWN_KERNELS = ("cmd_run", "cmd_run_cell", "cmd_forkserver")
 # One example command line per subcommand, shown at the end of its --help (the Snakemake rules
 # run the spec-taking steps; `benchlib targets --specs` prints the specs they pass).
 EXAMPLES = {
+    "claims": "benchlib claims reports/mnist5k_claims.csv",
     "prepare": 'benchlib prepare --spec \'{"dataset": "mnist5k", "source": "mnist5k", '
     '"params": {}}\' --out results/data/mnist5k',
     "download": "benchlib download --spec @dataset.json "
@@ -505,6 +512,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="config/reference/demo_digest.json",
         help="reference digest (default: the demo's, config/reference/demo_digest.json)",
     )
+
+    p = add(
+        "claims",
+        cmd_claims,
+        "print the verdict table of a claims report (its CSV): one line per claim and reading",
+    )
+    p.add_argument("csv", help="the report's CSV, e.g. reports/mnist5k_claims.csv")
 
     p = add("check-config", cmd_check_config, "validate a config file")
     p.add_argument("config", help="config file, e.g. config/demo.yaml")

@@ -32,6 +32,7 @@ AGGREGATE_KINDS = {
     "figure": "figures",
     "figure_numbers": "figures",
     "markdown": "reports",
+    "markdown_numbers": "reports",
 }
 PAPERS = ("lightyear", "fedagain", "tfl")
 
