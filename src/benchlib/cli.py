@@ -174,17 +174,29 @@ def _run_spec(
     threads: int | None,
     stop_after: int | None,
 ) -> None:
-    """Run one resolved cell: its CPU kernels are set before torch loads."""
+    """Run one resolved cell: its CPU kernels are set before torch loads. With
+    ``BENCHLIB_SHARED_CELLS`` set, a cell published there is copied instead of trained, and a
+    cell trained here is published (``benchlib.fl.shared_cells``)."""
     from benchlib import cpu_kernels
 
     cpu_kernels.apply(spec.training.cpu_kernels)
+    from benchlib.fl import shared_cells
     from benchlib.fl.engine import run_cell
 
     set_threads(threads)
     for path in (out, timing) if timing else (out,):
         check_output_file(path)
     check_output_dir(checkpoints)
-    run_cell(spec, store, split, out, checkpoints, timing, stop_after=stop_after)
+    folder = shared_cells.shared_folder()
+    if folder is None or stop_after is not None:
+        run_cell(spec, store, split, out, checkpoints, timing, stop_after=stop_after)
+        return
+    shared_cells.train_or_reuse(
+        folder,
+        (spec, store, split),
+        (out, timing, checkpoints),
+        lambda: run_cell(spec, store, split, out, checkpoints, timing),
+    )
 
 
 def cmd_verify_store(args: argparse.Namespace) -> None:
