@@ -6,11 +6,17 @@
 import sys
 from pathlib import Path
 
-from snakemake.utils import min_version, update_config
+from snakemake.utils import min_version
 
 from benchlib.errors import BenchlibError
-from benchlib.paper_configs import load_paper_config
-from benchlib.targets import all_targets, config_file_targets, requested_targets
+from benchlib.home import use_workflow_dir
+from benchlib.paper_configs import wants_paper_grids, with_paper_grids
+from benchlib.targets import (
+    all_targets,
+    config_file_targets,
+    requested_targets,
+    unknown_report_target,
+)
 
 min_version("9.0")
 
@@ -27,20 +33,22 @@ for named in config_file_targets(requested_targets()):
 
 # BENCHLIB_DIR: this checkout, also when another project imports the workflow as a module
 # (`module benchlib: snakefile: ...; config: config`), where the working directory is theirs.
+# benchlib's own files (paper configs, paper values, references) resolve against it, the user's
+# against the working directory (benchlib.home).
 BENCHLIB_DIR = Path(workflow.current_basedir).resolve()
+use_workflow_dir(BENCHLIB_DIR)
 
-# A --configfile, or a config with experiments (the one a project passes to the module), is
-# standalone: the paper grids never leak into it. Otherwise the config is the papers' grids
-# together (config/paper/*.yaml of this checkout, merged), so every paper target resolves by
-# name; --config key=value still overrides either.
-PAPER_GRIDS = not workflow.overwrite_configfiles and "experiments" not in config
+# The paper grids (config/paper/*.yaml of benchlib's folder, merged) with the config laid over
+# them, so every paper target resolves by name: without a --configfile and without experiments
+# (the config a project passes to the module), or with `paper_grids: true`. A config with
+# experiments (or a --configfile) is otherwise standalone: the paper grids never leak into it.
+PAPER_GRIDS = wants_paper_grids(config, bool(workflow.overwrite_configfiles))
 if PAPER_GRIDS:
     try:
-        paper_config = load_paper_config(BENCHLIB_DIR / "config" / "paper")
+        paper_config = with_paper_grids(config, force=True)
     except BenchlibError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(1)
-    update_config(paper_config, config)
     config.clear()
     config.update(paper_config)
 
@@ -58,6 +66,14 @@ include: "workflow/rules/comparison.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/browse.smk"
 include: "workflow/rules/aggregate.smk"
+
+
+# A requested table, figure or report the config does not build: one line saying why and which
+# config builds it (not Snakemake's MissingRuleException).
+_unknown = unknown_report_target(requested_targets(), CFG)
+if _unknown:
+    sys.stderr.write(f"error: {_unknown}\n")
+    sys.exit(1)
 
 
 rule all:

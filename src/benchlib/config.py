@@ -158,7 +158,10 @@ class Config:
     """A validated config with the lookups the workflow and the CLI need."""
 
     def __init__(self, raw: dict[str, Any]) -> None:
+        from benchlib.paper_configs import with_added_methods
+
         validate_schema(raw)
+        raw = with_added_methods(raw)  # add_methods: the experiments' method lists extended
         self.raw = raw
         # deep copies: the checks fill in defaults, ``raw`` stays as the file gave it
         self.datasets: dict[str, dict[str, Any]] = copy.deepcopy(raw["datasets"])
@@ -547,5 +550,7 @@ def method_entry(method_id: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_config(path: str | Path) -> Config:
-    """Load and validate a config file."""
-    return Config(load_config_file(path))
+    """Load and validate a config file (laid over the paper grids if it says so)."""
+    from benchlib.paper_configs import with_paper_grids
+
+    return Config(with_paper_grids(load_config_file(path)))
