@@ -87,10 +87,13 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    from benchlib.provenance import require_planned_plugins
     from benchlib.spec import CellSpec
 
+    spec = CellSpec.from_dict(parse_spec(args.spec))
+    require_planned_plugins(spec)
     _run_spec(
-        CellSpec.from_dict(parse_spec(args.spec)),
+        spec,
         Path(args.store),
         Path(args.split),
         Path(args.out),
@@ -248,6 +251,12 @@ def cmd_verify(args: argparse.Namespace) -> None:
         sys.exit(1)
 
 
+def cmd_check_method(args: argparse.Namespace) -> None:
+    from benchlib.method_check import check_method
+
+    check_method(args.name)
+
+
 def cmd_check_config(args: argparse.Namespace) -> None:
     from benchlib.config import load_config
     from benchlib.methods.base import build_method
@@ -360,6 +369,7 @@ EXAMPLES = {
     "--description 'make demo on our cluster'",
     "verify": "benchlib verify results/runs/mnist5k   (the demo against its reference digest)",
     "check-config": "benchlib check-config config/demo.yaml",
+    "check-method": "benchlib check-method fedavgm   (a plugin's method, where it is installed)",
     "targets": "benchlib targets config/demo.yaml   (or: benchlib targets --specs)",
     "selections": "benchlib selections --from-round 3 results/runs/mnist5k/sfa/lightyear/k3/"
     "seed0/metrics.json",
@@ -493,6 +503,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="config/reference/demo_digest.json",
         help="reference digest (default: the demo's, config/reference/demo_digest.json)",
     )
+
+    p = add(
+        "check-method",
+        cmd_check_method,
+        "train a method's tiny cell in each of its variants and check that a stopped run "
+        "resumes to the same bytes (the checks every built-in method passes)",
+    )
+    p.add_argument("name", help="a registered method, built-in or a plugin's, e.g. fedavgm")
 
     p = add("check-config", cmd_check_config, "validate a config file")
     p.add_argument("config", help="config file, e.g. config/demo.yaml")

@@ -22,6 +22,7 @@ check-config`` and never faked. An experiment that names a method id not defined
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import logging
 import math
@@ -48,6 +49,7 @@ from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODEL_INIT, model_settings
 from benchlib.params import bound_fix
+from benchlib.provenance import planned_plugins
 from benchlib.readings import method_settings
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
@@ -476,7 +478,7 @@ class Config:
         own = MALFUNCTIONS.get(cell.malfunction).params
         if own and cell.malfunction not in malfunctions:
             malfunctions = {**malfunctions, cell.malfunction: own.defaults()}
-        return CellSpec(
+        spec = CellSpec(
             experiment=cell.experiment,
             dataset=dataset_name,
             method_id=cell.method,
@@ -493,7 +495,10 @@ class Config:
             transforms=self.given_sections[dataset_name]["transforms"],
             held_out=list(ds["held_out"]),
             axes=self.experiments[cell.experiment]["axes_values"],
-        ).to_dict()
+        )
+        # the versions of the plugins it uses are part of the cell's identity
+        plugins = planned_plugins(spec, ds["source"], ds["partition"]["name"])
+        return dataclasses.replace(spec, plugins=plugins).to_dict()
 
     def dataset_label(self, dataset: str) -> str:
         return self.datasets[dataset]["label"]

@@ -17,6 +17,7 @@ bundled into the package.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -65,10 +66,8 @@ def resolve_path(path: str | Path, what: str) -> Path:
         candidates = [path]
     else:
         candidates = [Path.cwd() / path]
-        try:
+        with contextlib.suppress(BenchlibError):  # no benchlib folder: the user's only
             candidates.append(benchlib_dir() / path)
-        except BenchlibError:
-            pass
     for candidate in candidates:
         if candidate.exists():
             return candidate.resolve()

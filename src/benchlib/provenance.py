@@ -146,6 +146,31 @@ def plugins_used(
     return {"plugins": plugins.used_by(components), "plugins_unknown": unknown}
 
 
+def planned_plugins(spec: Any, dataset_source: str, partitioner: str) -> dict[str, str]:
+    """Plugin package -> version of every installed plugin whose components cell ``spec`` uses
+    (:func:`spec_components`) or whose dataset source and partitioner its config names: part of
+    the cell's spec, so a new plugin version reruns the cell; empty for built-ins only."""
+    from benchlib import plugins
+
+    components = [*spec_components(spec), (SOURCE, dataset_source), (PARTITIONER, partitioner)]
+    return {p["package"]: p["version"] for p in plugins.used_by(components)}
+
+
+def require_planned_plugins(spec: Any) -> None:
+    """Stop with one line when an installed plugin's version differs from the one the cell was
+    planned with (``spec.plugins``): its numbers would come from other code than its spec says."""
+    from benchlib.errors import BenchlibError
+
+    for package, planned in sorted(spec.plugins.items()):
+        installed = _version(package)
+        if installed != planned:
+            raise BenchlibError(
+                f"the cell was planned with plugin {package} {planned}, but "
+                f"{installed or 'none'} is installed here; run snakemake again in this "
+                "environment (it plans the cell anew) or install the planned version"
+            )
+
+
 def cell_provenance(
     device: Any, cpu_kernels: dict[str, Any], plugins: dict[str, list[Any]] | None = None
 ) -> dict[str, Any]:

@@ -179,7 +179,7 @@ def cell_state(
             history = recorded_metrics.get("history")
             state.diverged = bool(isinstance(history, dict) and history.get("nonfinite"))
         else:
-            state.note = "metrics.json of another cell config: the workflow runs it again"
+            state.note = other_config_note(recorded_metrics, config.cell_spec(cell))
     elif metrics_key in incomplete:
         if locked:
             stale = stale_note(lines, state.mean_round(), time.time() if now is None else now)
@@ -192,6 +192,24 @@ def cell_state(
     elif metrics_key in recorded or (workdir / cell_log(cell)).is_file():
         state.state, state.note = "failed", f"see {cell_log(cell)}"
     return state
+
+
+def other_config_note(recorded: dict[str, Any], planned: dict[str, Any]) -> str:
+    """Why a finished cell's metrics.json is not this cell's: the plugin versions it was made
+    with when those changed (``name version`` each, or ``built-ins only``), else its config."""
+    made = recorded.get("config")
+    made_with = (made.get("plugins") or {}) if isinstance(made, dict) else {}
+    now = planned.get("plugins") or {}
+    if isinstance(made, dict) and made_with != now:
+
+        def text(plugins: dict[str, str]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in sorted(plugins.items())) or "built-ins only"
+
+        return (
+            f"metrics.json made with plugins {text(made_with)}, now {text(now)}: the workflow "
+            "runs it again"
+        )
+    return "metrics.json of another cell config: the workflow runs it again"
 
 
 def _is_number(value: Any) -> bool:
