@@ -87,7 +87,7 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from benchlib.provenance import require_planned_plugins
+    from benchlib.plugin_use import require_planned_plugins
     from benchlib.spec import CellSpec
 
     spec = CellSpec.from_dict(parse_spec(args.spec))

@@ -49,7 +49,7 @@ from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODEL_INIT, model_settings
 from benchlib.params import bound_fix
-from benchlib.provenance import planned_plugins
+from benchlib.plugin_use import planned_plugins
 from benchlib.readings import method_settings
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec

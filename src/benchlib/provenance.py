@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import benchlib
+from benchlib.plugin_use import PARTITIONER, SOURCE, spec_components
 
 PACKAGE_ROOT = Path(benchlib.__file__).resolve().parents[2]  # the checkout of a src layout
 ORIGIN = Path(benchlib.__file__).resolve().parent / "_origin.json"  # written by a pip install
@@ -89,32 +90,6 @@ def _version(package: str) -> str | None:
         return None
 
 
-SOURCE = "dataset source"  # registry kinds of the components a store and a split record
-PARTITIONER = "partitioner"
-
-
-def spec_components(spec: Any) -> list[tuple[str, str]]:
-    """The registered components cell ``spec`` names, as (registry kind, name): its method,
-    model, malfunction and task (declaration and implementation), and the grid axes and readings
-    of a variant experiment. (A ``<malfunction>.<parameter>`` axis adds nothing: the cell's own
-    malfunction is listed, and another's parameter does not reach its numbers.)"""
-    from benchlib.axes import READING_PREFIX
-
-    components = [
-        ("method", spec.method),
-        ("model", spec.model["name"]),
-        ("malfunction", spec.malfunction),
-        ("task", spec.task),
-        ("task implementation", spec.task),
-    ]
-    for axis in spec.axes:
-        if axis.startswith(READING_PREFIX):
-            components.append(("reading", axis.removeprefix(READING_PREFIX)))
-        elif "." not in axis:
-            components.append(("grid axis", axis))
-    return components
-
-
 def plugins_used(
     spec: Any, dataset_source: str | None, partitioner: str | None
 ) -> dict[str, list[Any]]:
@@ -144,31 +119,6 @@ def plugins_used(
         else:
             components.append((kind, name))
     return {"plugins": plugins.used_by(components), "plugins_unknown": unknown}
-
-
-def planned_plugins(spec: Any, dataset_source: str, partitioner: str) -> dict[str, str]:
-    """Plugin package -> version of every installed plugin whose components cell ``spec`` uses
-    (:func:`spec_components`) or whose dataset source and partitioner its config names: part of
-    the cell's spec, so a new plugin version reruns the cell; empty for built-ins only."""
-    from benchlib import plugins
-
-    components = [*spec_components(spec), (SOURCE, dataset_source), (PARTITIONER, partitioner)]
-    return {p["package"]: p["version"] for p in plugins.used_by(components)}
-
-
-def require_planned_plugins(spec: Any) -> None:
-    """Stop with one line when an installed plugin's version differs from the one the cell was
-    planned with (``spec.plugins``): its numbers would come from other code than its spec says."""
-    from benchlib.errors import BenchlibError
-
-    for package, planned in sorted(spec.plugins.items()):
-        installed = _version(package)
-        if installed != planned:
-            raise BenchlibError(
-                f"the cell was planned with plugin {package} {planned}, but "
-                f"{installed or 'none'} is installed here; run snakemake again in this "
-                "environment (it plans the cell anew) or install the planned version"
-            )
 
 
 def cell_provenance(
