@@ -356,6 +356,12 @@ def format_status(status: dict[str, Any]) -> str:
             lines.append(f"{state}: {c['cell']} ({detail})")
         if len(listed) > MAX_LISTED:
             lines.append(f"{state}: ... and {len(listed) - MAX_LISTED} more (--json lists all)")
+    # finished cells whose metrics.json is not theirs any more (another config, plugin version)
+    again = [c for c in status["cells"] if c["state"] == "pending" and c["note"]]
+    for c in again[:MAX_LISTED]:
+        lines.append(f"to run again: {c['cell']} ({c['note']})")
+    if len(again) > MAX_LISTED:
+        lines.append(f"to run again: ... and {len(again) - MAX_LISTED} more (--json lists all)")
     diverged = [c["cell"] for c in status["cells"] if c.get("diverged")]
     if diverged:
         more = f", ... and {len(diverged) - MAX_LISTED} more" if len(diverged) > MAX_LISTED else ""

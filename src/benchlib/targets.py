@@ -97,8 +97,8 @@ def unknown_report_target(requested: list[str], config: Config) -> str | None:
         name = target.removeprefix("./")
         if name.startswith(REPORT_FOLDERS) and name not in known:
             return (
-                f"{name} is not a target of this config (benchlib targets lists them); "
-                f"{builder_hint(name)}"
+                f"{name} is not a target of this config (benchlib targets CONFIG lists its "
+                f"targets); {builder_hint(name)}"
             )
     return None
 
@@ -116,8 +116,8 @@ def builder_hint(target: str) -> str:
             if target in all_targets(Config(load_config_file(path))):
                 return (
                     f"it is a paper target ({path.relative_to(home)}): set paper_grids: true in "
-                    "your config to build it on the paper grids (your entries override theirs, "
-                    "add_methods adds your methods), or give no config with experiments"
+                    "your config to build it on the paper grids (your entries override theirs; "
+                    "add_methods adds your methods)"
                 )
         except BenchlibError:
             continue
