@@ -243,7 +243,10 @@ def cmd_digest(args: argparse.Namespace) -> None:
 def cmd_verify(args: argparse.Namespace) -> None:
     from benchlib.digest import compare, read_digest, read_run
 
-    comparison = compare(read_run([Path(p) for p in args.results]), read_digest(Path(args.digest)))
+    from benchlib.home import resolve_path
+
+    digest = resolve_path(args.digest, "--digest")  # the user's folder first, then benchlib's
+    comparison = compare(read_run([Path(p) for p in args.results]), read_digest(digest))
     print(comparison.summary_line())
     for line in comparison.details():
         print(line)

@@ -401,8 +401,9 @@ def test_every_paper_target_dry_runs_from_project_folders(paper_project, tmp_pat
     _run([*snakemake, "-s", str(REPO / "Snakefile"), "reports/fedagain_vs_paper.md"], env, empty)
 
 
-def test_a_target_the_config_cannot_build_is_one_line(plugin_project):
-    project, env, _ = plugin_project
+def test_a_target_the_config_cannot_build_is_one_line(plugin_env):
+    root, env = plugin_env
+    project = _module_project(root / "standalone", _project_config())  # has experiments
     done = subprocess.run(
         [env["PLUGIN_PYTHON"], "-m", "snakemake", "-n", "tables/femnist_ana.tex"],
         env=env,
