@@ -317,3 +317,40 @@ def test_paper_grids_lays_the_config_over_the_paper_grids():
     assert not wants_paper_grids({"experiments": {}}, configfile_given=False)
     assert not wants_paper_grids({}, configfile_given=True)
     assert wants_paper_grids({"paper_grids": True, "experiments": {}}, configfile_given=True)
+
+
+def test_an_added_method_is_marked_not_in_the_paper():
+    import math
+
+    import pandas as pd
+
+    from benchlib.paper_configs import with_paper_grids
+    from benchlib.report.kinds.common.paper_comparison import markdown
+
+    given = {
+        "paper_grids": True,
+        "methods": {"extra": {"method": "fedavg", "label": "Extra"}},
+        "add_methods": {"extra": ["femnist"]},
+        "reports": {"femnist_ranking": {"kind": "ranking", "experiments": ["femnist"]}},
+    }
+    config = Config(with_paper_grids(given))
+    specs = {e["experiment"]: e for e in config.reports["lightyear_vs_paper"].spec["experiments"]}
+    assert specs["femnist"]["not_in_paper"] == ["extra"]
+    assert "not_in_paper" not in specs["camelyon17"]
+    assert config.reports["femnist_ranking"].spec["not_in_paper"] == ["extra"]
+    paper = Config(load_paper_config())  # the paper's own reports are unchanged
+    assert "not_in_paper" not in str(paper.reports["lightyear_vs_paper"].spec)
+
+    row = {"experiment": "femnist", "malfunction": "ana", "k": 1, "ours": 50.0, "ours_std": 1.0}
+    row |= {"within_2std": None, "table": None, "reading": "-", "difference": None}
+    row |= {"dataset": "femnist", "scale": "paper"}
+    frame = pd.DataFrame(
+        [
+            {**row, "method_id": "extra", "paper_method": "fedavg", "paper": math.nan},
+            {**row, "method_id": "lightyear", "paper_method": "lightyear", "paper": math.nan},
+        ]
+    ).assign(paper_std=math.nan)
+    taus = pd.DataFrame(columns=["experiment", "malfunction", "k", "methods", "kendall_tau"])
+    text = markdown(config.reports["lightyear_vs_paper"].spec, frame, taus, "x.png")
+    assert "| extra | 1 | 50.0 +- 1.0 | not in the paper |" in text
+    assert "| lightyear | 1 | 50.0 +- 1.0 | - |" in text
