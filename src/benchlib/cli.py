@@ -242,7 +242,6 @@ def cmd_digest(args: argparse.Namespace) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> None:
     from benchlib.digest import compare, read_digest, read_run
-
     from benchlib.home import resolve_path
 
     digest = resolve_path(args.digest, "--digest")  # the user's folder first, then benchlib's
