@@ -20,10 +20,14 @@ def _home(folder: Path) -> Path:
 
 
 def test_the_running_snakefiles_folder_is_benchlibs_folder(tmp_path, monkeypatch):
-    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setenv(ENV, "")  # unset, and restored after the test (use_workflow_dir sets it)
     assert benchlib_dir() == REPO  # this checkout (the package is imported from its src/)
     other = _home(tmp_path / "other")
     use_workflow_dir(other)
+    assert benchlib_dir() == other.resolve()
+    (other / "workflow").mkdir()
+    monkeypatch.setenv(ENV, "")
+    use_workflow_dir(other / "workflow")  # a workflow/Snakefile layout: the folder above
     assert benchlib_dir() == other.resolve()
     use_workflow_dir(tmp_path)  # no config/paper there (e.g. a remote Snakefile): unchanged
     assert benchlib_dir() == other.resolve()

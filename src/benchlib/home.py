@@ -34,12 +34,14 @@ def _is_home(folder: Path) -> bool:
 
 
 def use_workflow_dir(folder: str | Path) -> None:
-    """Make ``folder`` (the running Snakefile's folder) benchlib's folder for this process and
-    the jobs it starts, if it holds benchlib's configs (a remote Snakefile does not: then the
-    checkout or the bundled copy serves)."""
+    """Make ``folder`` (the running Snakefile's folder), or its parent (a ``workflow/Snakefile``
+    layout), benchlib's folder for this process and the jobs it starts, if it holds benchlib's
+    configs (a remote Snakefile does not: then the checkout or the bundled copy serves)."""
     folder = Path(folder).resolve()
-    if _is_home(folder):
-        os.environ[ENV] = str(folder)
+    for candidate in (folder, folder.parent):
+        if _is_home(candidate):
+            os.environ[ENV] = str(candidate)
+            return
 
 
 def benchlib_dir() -> Path:
