@@ -87,10 +87,13 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    from benchlib.plugin_use import require_planned_plugins
     from benchlib.spec import CellSpec
 
+    spec = CellSpec.from_dict(parse_spec(args.spec))
+    require_planned_plugins(spec)
     _run_spec(
-        CellSpec.from_dict(parse_spec(args.spec)),
+        spec,
         Path(args.store),
         Path(args.split),
         Path(args.out),
@@ -251,8 +254,10 @@ def cmd_digest(args: argparse.Namespace) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> None:
     from benchlib.digest import compare, read_digest, read_run
+    from benchlib.home import resolve_path
 
-    comparison = compare(read_run([Path(p) for p in args.results]), read_digest(Path(args.digest)))
+    digest = resolve_path(args.digest, "--digest")  # the user's folder first, then benchlib's
+    comparison = compare(read_run([Path(p) for p in args.results]), read_digest(digest))
     print(comparison.summary_line())
     for line in comparison.details():
         print(line)
@@ -264,6 +269,12 @@ def cmd_claims(args: argparse.Namespace) -> None:
     from benchlib.report.claim_outputs import plain_table
 
     print(plain_table(Path(args.csv)))
+
+
+def cmd_check_method(args: argparse.Namespace) -> None:
+    from benchlib.method_check import check_method
+
+    check_method(args.name)
 
 
 def cmd_check_config(args: argparse.Namespace) -> None:
@@ -379,6 +390,7 @@ EXAMPLES = {
     "--description 'make demo on our cluster'",
     "verify": "benchlib verify results/runs/mnist5k   (the demo against its reference digest)",
     "check-config": "benchlib check-config config/demo.yaml",
+    "check-method": "benchlib check-method fedavgm   (a plugin's method, where it is installed)",
     "targets": "benchlib targets config/demo.yaml   (or: benchlib targets --specs)",
     "selections": "benchlib selections --from-round 3 results/runs/mnist5k/sfa/lightyear/k3/"
     "seed0/metrics.json",
@@ -519,6 +531,14 @@ def build_parser() -> argparse.ArgumentParser:
         "print the verdict table of a claims report (its CSV): one line per claim and reading",
     )
     p.add_argument("csv", help="the report's CSV, e.g. reports/mnist5k_claims.csv")
+
+    p = add(
+        "check-method",
+        cmd_check_method,
+        "train a method's tiny cell in each of its variants and check that a stopped run "
+        "resumes to the same bytes (the checks every built-in method passes)",
+    )
+    p.add_argument("name", help="a registered method, built-in or a plugin's, e.g. fedavgm")
 
     p = add("check-config", cmd_check_config, "validate a config file")
     p.add_argument("config", help="config file, e.g. config/demo.yaml")
