@@ -22,6 +22,7 @@ check-config`` and never faked. An experiment that names a method id not defined
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import logging
 import math
@@ -48,6 +49,7 @@ from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODEL_INIT, model_settings
 from benchlib.params import bound_fix
+from benchlib.plugin_use import planned_plugins
 from benchlib.readings import method_settings
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
@@ -158,7 +160,10 @@ class Config:
     """A validated config with the lookups the workflow and the CLI need."""
 
     def __init__(self, raw: dict[str, Any]) -> None:
+        from benchlib.paper_configs import with_added_methods
+
         validate_schema(raw)
+        raw = with_added_methods(raw)  # add_methods: the experiments' method lists extended
         self.raw = raw
         # deep copies: the checks fill in defaults, ``raw`` stays as the file gave it
         self.datasets: dict[str, dict[str, Any]] = copy.deepcopy(raw["datasets"])
@@ -473,7 +478,7 @@ class Config:
         own = MALFUNCTIONS.get(cell.malfunction).params
         if own and cell.malfunction not in malfunctions:
             malfunctions = {**malfunctions, cell.malfunction: own.defaults()}
-        return CellSpec(
+        spec = CellSpec(
             experiment=cell.experiment,
             dataset=dataset_name,
             method_id=cell.method,
@@ -490,7 +495,10 @@ class Config:
             transforms=self.given_sections[dataset_name]["transforms"],
             held_out=list(ds["held_out"]),
             axes=self.experiments[cell.experiment]["axes_values"],
-        ).to_dict()
+        )
+        # the versions of the plugins it uses are part of the cell's identity
+        plugins = planned_plugins(spec, ds["source"], ds["partition"]["name"])
+        return dataclasses.replace(spec, plugins=plugins).to_dict()
 
     def dataset_label(self, dataset: str) -> str:
         return self.datasets[dataset]["label"]
@@ -547,5 +555,7 @@ def method_entry(method_id: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_config(path: str | Path) -> Config:
-    """Load and validate a config file."""
-    return Config(load_config_file(path))
+    """Load and validate a config file (laid over the paper grids if it says so)."""
+    from benchlib.paper_configs import with_paper_grids
+
+    return Config(with_paper_grids(load_config_file(path)))

@@ -89,6 +89,9 @@ class CellSpec:
     transforms: dict[str, Any] = field(default_factory=dict)
     held_out: list[int] = field(default_factory=list)  # clients that never train
     axes: dict[str, Any] = field(default_factory=dict)  # extra grid axes that made this cell
+    # plugin package -> version of each plugin whose components the cell uses (its code's
+    # identity: a new version changes the spec and so reruns the cell); absent when none
+    plugins: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def required_keys(cls) -> list[str]:
@@ -143,7 +146,10 @@ class CellSpec:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        raw = dataclasses.asdict(self)
+        if not raw["plugins"]:  # a built-in-only cell's spec (and hash) names no plugins
+            del raw["plugins"]
+        return raw
 
     def recorded(self) -> dict[str, Any]:
         """The spec as metrics.json records it and its hash covers: without the settings that

@@ -210,7 +210,7 @@ def cell_state(
             history = recorded_metrics.get("history")
             state.diverged = bool(isinstance(history, dict) and history.get("nonfinite"))
         else:
-            state.note = "metrics.json of another cell config: the workflow runs it again"
+            state.note = other_config_note(recorded_metrics, config.cell_spec(cell))
     elif metrics_key in incomplete:
         stale = stale_note(lines, state.mean_round(), time.time() if now is None else now)
         if locked is None:
@@ -229,6 +229,24 @@ def cell_state(
     elif metrics_key in recorded or (workdir / cell_log(cell)).is_file():
         state.state, state.note = "failed", f"see {cell_log(cell)}"
     return state
+
+
+def other_config_note(recorded: dict[str, Any], planned: dict[str, Any]) -> str:
+    """Why a finished cell's metrics.json is not this cell's: the plugin versions it was made
+    with when those changed (``name version`` each, or ``built-ins only``), else its config."""
+    made = recorded.get("config")
+    made_with = (made.get("plugins") or {}) if isinstance(made, dict) else {}
+    now = planned.get("plugins") or {}
+    if isinstance(made, dict) and made_with != now:
+
+        def text(plugins: dict[str, str]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in sorted(plugins.items())) or "built-ins only"
+
+        return (
+            f"metrics.json made with plugins {text(made_with)}, now {text(now)}: the workflow "
+            "runs it again"
+        )
+    return "metrics.json of another cell config: the workflow runs it again"
 
 
 def _is_number(value: Any) -> bool:
@@ -380,6 +398,12 @@ def format_status(status: dict[str, Any]) -> str:
             lines.append(f"{state}: {c['cell']} ({detail})")
         if len(listed) > MAX_LISTED:
             lines.append(f"{state}: ... and {len(listed) - MAX_LISTED} more (--json lists all)")
+    # finished cells whose metrics.json is not theirs any more (another config, plugin version)
+    again = [c for c in status["cells"] if c["state"] == "pending" and c["note"]]
+    for c in again[:MAX_LISTED]:
+        lines.append(f"to run again: {c['cell']} ({c['note']})")
+    if len(again) > MAX_LISTED:
+        lines.append(f"to run again: ... and {len(again) - MAX_LISTED} more (--json lists all)")
     diverged = [c["cell"] for c in status["cells"] if c.get("diverged")]
     if diverged:
         more = f", ... and {len(diverged) - MAX_LISTED} more" if len(diverged) > MAX_LISTED else ""

@@ -189,10 +189,9 @@ HEAVY_DATASETS = sorted(d for d in CFG.datasets if heavy_prepare(d))
 # ---- the HTML report (browse.smk): categories, table settings, what is built
 import benchlib.report.browse as browse
 from benchlib.targets import aggregate_targets, all_targets
+from benchlib.paper_configs import paper_dir
 
-PAPER_INDEX = (
-    browse.paper_index(BENCHLIB_DIR / "config" / "paper") if PAPER_GRIDS else {}
-)
+PAPER_INDEX = browse.paper_index(paper_dir()) if PAPER_GRIDS else {}
 
 
 def report_category(wildcards):

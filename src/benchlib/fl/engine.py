@@ -650,6 +650,9 @@ def run_cell(
                 "clients_batched": cell.batched is not None,
                 "precision": cell.precision,
                 "host": platform.node(),
+                # where the cell was trained: a copy restored from Snakemake's between-workflow
+                # cache (--cache) names the project that trained it
+                "trained_at": os.path.abspath(out_path),
                 "threads": torch.get_num_threads(),
                 "torch": torch.__version__,
                 # this process's CPU: the whole cell in a fresh process; from the fork in a
