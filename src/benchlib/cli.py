@@ -24,6 +24,7 @@ from benchlib.cli_args import (
     set_threads,
 )
 from benchlib.errors import BenchlibError, missing_extra, os_fault
+from benchlib.io import loads_json
 
 LOG = logging.getLogger("benchlib")
 
@@ -87,10 +88,12 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    from benchlib import plugins
     from benchlib.plugin_use import require_planned_plugins
     from benchlib.spec import CellSpec
 
     spec = CellSpec.from_dict(parse_spec(args.spec))
+    plugins.require_loadable()  # one that failed part-way may have registered half of its parts
     require_planned_plugins(spec)
     _run_spec(
         spec,
@@ -187,6 +190,8 @@ def _run_spec(
     from benchlib.fl.engine import run_cell
 
     set_threads(threads)
+    if stop_after is not None and stop_after < 1:
+        raise BenchlibError(f"--stop-after must be at least 1, got {stop_after}")
     for path in (out, timing) if timing else (out,):
         check_output_file(path)
     check_output_dir(checkpoints)
@@ -327,7 +332,7 @@ def cmd_selections(args: argparse.Namespace) -> None:
 
     for path in args.metrics:
         try:
-            metrics = json.loads(Path(path).read_text())
+            metrics = loads_json(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise BenchlibError(
                 f"cannot read metrics file {path} ({exc}); run its cell first"

@@ -21,9 +21,10 @@ from benchlib.models.catalog import model_settings
 from benchlib.settings import TrainingSettings
 from benchlib.tasks.catalog import loss_settings
 
-# Training settings that only change how a run is watched: left out of metrics.json's config and
-# of the config hash, so turning them on changes no byte of metrics.json and resumes checkpoints.
-WATCH_KEYS = ("tensorboard",)
+# Training settings that only change how a run is watched or checked: left out of metrics.json's
+# config and of the config hash, so turning them on changes no byte of metrics.json and resumes
+# checkpoints.
+WATCH_KEYS = ("tensorboard", "verify_store")
 
 
 @dataclass(frozen=True)

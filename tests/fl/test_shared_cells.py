@@ -6,6 +6,7 @@ test_deployment.py."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,38 @@ def test_a_published_cell_is_restored_byte_for_byte_and_names_its_origin(tmp_pat
     assert sorted(p.name for p in shared.iterdir()) == [entry.name]  # no temporary left
 
 
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda e: (e / "timing.json").unlink(), "cannot be read (FileNotFoundError"),
+        (lambda e: (e / "timing.json").write_text("[" * 100_000 + "]" * 100_000),
+         "cannot be read (JSONDecodeError: nested too deeply"),
+        (lambda e: (e / "timing.json").write_text("[1]"), "that is not a JSON object"),
+        (lambda e: (e / "metrics.json").write_text('{"config_hash": "another"}'),
+         "holds the metrics of another cell config"),
+    ],
+    ids=["no_timing", "deep_timing", "timing_a_list", "foreign_metrics"],
+)  # fmt: skip
+def test_a_damaged_or_foreign_shared_entry_is_never_this_cells_result(
+    tmp_path, caplog, damage, words
+):
+    """A shared folder is written by others: an entry that cannot be read, or that holds
+    another cell config's metrics, is passed over with one warning (the cell trains)."""
+    entry = shared_cells.entry_of(tmp_path / "shared", {"cell": 1})
+    (tmp_path / "shared").mkdir()
+    out, timing = finished_cell(tmp_path / "project_a", 0.9)
+    out.write_text(json.dumps({**json.loads(out.read_text()), "config_hash": "own"}))
+    shared_cells.publish(entry, {"cell": 1}, out, timing)
+    restored = tmp_path / "project_b"
+    assert shared_cells.restore(entry, restored / "m.json", restored / "t.json", "own")
+    shutil.rmtree(restored)
+    damage(entry)
+    assert not shared_cells.restore(entry, restored / "m.json", restored / "t.json", "own")
+    assert not restored.exists()  # nothing written
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert words in warning and warning.endswith("training the cell instead")
+
+
 def test_the_setting(tmp_path, monkeypatch):
     monkeypatch.delenv(shared_cells.ENV, raising=False)
     assert shared_cells.shared_folder() is None
@@ -110,7 +143,9 @@ def test_a_cell_is_trained_once_then_copied_and_its_stale_checkpoints_cleared(
 
     def train(project: str):
         def fake() -> None:
-            finished_cell(outputs(project)[0].parent, 0.5)
+            out, _ = finished_cell(outputs(project)[0].parent, 0.5)
+            metrics = {**json.loads(out.read_text()), "config_hash": spec.config_hash()}
+            out.write_text(json.dumps(metrics))  # as a cell's metrics.json records it
             trained.append(project)
 
         return fake

@@ -207,6 +207,7 @@ class CellRun:
             self.device,
             Transforms(self.spec.transforms),
             mode=self.settings.data_mode,
+            verify_store=self.settings.verify_store,
         )
         self.clients, self.source = data.clients, data.source
         self.dataset_source, self.partitioner = data.dataset_source, data.partitioner
@@ -581,7 +582,7 @@ def run_cell(
         LOG.warning("%s", note)
     latest = latest_checkpoint(ckpt_dir)
     if latest is not None:
-        state = load_checkpoint(latest, cell.config_hash)
+        state = load_checkpoint(latest, cell.config_hash, cell.rounds)
         if state is not None:
             try:
                 cell.restore(state)

@@ -26,6 +26,7 @@ from typing import Any
 from benchlib.errors import BenchlibError
 from benchlib.io import (
     current_umask,
+    loads_json,
     sha256_file,
     sha256_json,
     write_bytes_atomic,
@@ -84,13 +85,35 @@ def entry_of(folder: Path, identity: dict) -> Path:
     return folder / sha256_json(identity)
 
 
-def restore(entry: Path, out: Path, timing: Path | None) -> bool:
-    """Copy a published cell into ``out`` (and ``timing``); False when none is published."""
+def _entry_problem(entry: Path, config_hash: str | None) -> tuple[str, bytes, dict]:
+    """Why a published entry cannot be restored ("" if it can), its metrics bytes and timing: a
+    shared folder is written by others, and a damaged or foreign entry must not become this
+    cell's result."""
+    data = (entry / "metrics.json").read_bytes()
+    try:
+        metrics = loads_json(data)
+        published = loads_json((entry / "timing.json").read_bytes())
+    except (OSError, ValueError) as exc:
+        return f"cannot be read ({type(exc).__name__}: {exc})", data, {}
+    if not isinstance(metrics, dict) or not isinstance(published, dict):
+        return "holds a metrics.json or timing.json that is not a JSON object", data, {}
+    if config_hash is not None and metrics.get("config_hash") != config_hash:
+        return "holds the metrics of another cell config", data, {}
+    return "", data, published
+
+
+def restore(entry: Path, out: Path, timing: Path | None, config_hash: str | None = None) -> bool:
+    """Copy a published cell into ``out`` (and ``timing``); False when none is published, or
+    when the entry is damaged or (``config_hash`` given) holds another cell config's metrics
+    (a warning: the cell is trained instead)."""
     metrics = entry / "metrics.json"
     if not metrics.is_file():
         return False
-    write_bytes_atomic(out, metrics.read_bytes())
-    published = json.loads((entry / "timing.json").read_text())
+    problem, data, published = _entry_problem(entry, config_hash)
+    if problem:
+        LOG.warning("shared cell %s %s; training the cell instead", entry, problem)
+        return False
+    write_bytes_atomic(out, data)
     if timing is not None:
         write_json_atomic(timing, {**published, "reused_from": str(entry)})
     LOG.info(
@@ -143,7 +166,7 @@ def train_or_reuse(
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     identity = cell_identity(spec, store, split, name, torch.get_num_threads())
     entry = entry_of(folder, identity)
-    if restore(entry, out, timing):
+    if restore(entry, out, timing, spec.config_hash()):
         clear_checkpoints(checkpoints)  # an earlier, interrupted attempt's rounds
         return
     train()

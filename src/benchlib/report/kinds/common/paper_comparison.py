@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from benchlib import layout
 from benchlib.data.paths import resolve_input_path
 from benchlib.errors import require
+from benchlib.limits import MAX_RESAMPLES
 from benchlib.paper_configs import added_methods
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -470,7 +471,7 @@ class PaperComparison(ReportKind):
                 "confidence level of the bootstrap interval per cell",
             ),
             "resamples": Param(
-                {"type": "integer", "minimum": 100},
+                {"type": "integer", "minimum": 100, "maximum": MAX_RESAMPLES},
                 RESAMPLES,
                 "bootstrap resamples (seeded, so the interval is reproducible)",
             ),

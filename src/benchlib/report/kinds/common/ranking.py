@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchlib import layout
 from benchlib.errors import require
+from benchlib.limits import MAX_RESAMPLES
 from benchlib.paper_configs import added_methods
 from benchlib.params import Param, Params
 from benchlib.report.base import (
@@ -325,7 +326,7 @@ class RankingFigure(ReportKind):
                 "confidence level of the IQM intervals",
             ),
             "resamples": Param(
-                {"type": "integer", "minimum": 100},
+                {"type": "integer", "minimum": 100, "maximum": MAX_RESAMPLES},
                 2000,
                 "bootstrap resamples of the IQM intervals",
             ),

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchlib.data.paths import resolve_input_path
 from benchlib.errors import require
+from benchlib.limits import MAX_RESAMPLES
 from benchlib.params import Param, Params
 from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
 from benchlib.report.kinds.common.paper_columns_report import diverged_labels, ours_per_method
@@ -457,7 +458,9 @@ class Readings(ReportKind):
                 "confidence level of the bootstrap interval",
             ),
             "resamples": Param(
-                {"type": "integer", "minimum": 100}, RESAMPLES, "bootstrap resamples (seeded)"
+                {"type": "integer", "minimum": 100, "maximum": MAX_RESAMPLES},
+                RESAMPLES,
+                "bootstrap resamples (seeded)",
             ),
         }
     )
