@@ -39,6 +39,7 @@ from benchlib.axes import (
     changes_data,
     get_axis,
     is_default_reading,
+    reading_combinations,
     variant_suffix,
     variants,
 )
@@ -249,7 +250,7 @@ class Config:
         """Replace every experiment that has ``axes`` by one variant per value combination."""
         expanded: dict[str, dict[str, Any]] = {}
         for name, exp in self.experiments.items():
-            if not exp.get("axes"):
+            if not exp.get("axes") and not exp.get("combinations"):
                 expanded[name] = exp
                 continue
             require(
@@ -257,7 +258,16 @@ class Config:
                 f"experiment {name}: dataset {exp['dataset']!r} is not defined under datasets",
             )
             try:
-                for suffix, chosen in variants(exp["axes"]):
+                require(
+                    not (exp.get("axes") and exp.get("combinations")),
+                    "give axes (every combination) or combinations (the listed ones), not both",
+                )
+                if exp.get("combinations"):
+                    registered = [self.methods[m]["method"] for m in exp["methods"]]
+                    combos = reading_combinations(exp["combinations"], registered)
+                else:
+                    combos = [(s, c, None) for s, c in variants(exp["axes"])]
+                for suffix, chosen, homed in combos:
                     variant_name = f"{name}{SEPARATOR}{suffix}" if suffix else name
                     taken = variant_name in expanded or variant_name in self.raw["experiments"]
                     require(
@@ -276,7 +286,10 @@ class Config:
                     split = self._variant_dataset(exp["dataset"], data_axes)
                     dataset = self._variant_dataset(exp["dataset"], on_dataset)
                     self.splits[dataset] = split
-                    variant = {k: v for k, v in exp.items() if k != "axes"}
+                    variant = {k: v for k, v in exp.items() if k not in ("axes", "combinations")}
+                    if homed is not None:  # only the cells of listed combinations it holds
+                        kept = [m for m in exp["methods"] if self.methods[m]["method"] in homed]
+                        variant.update(implied=True, default_reports=False, methods=kept)
                     expanded[variant_name] = {
                         **variant,
                         "dataset": dataset,
@@ -543,6 +556,7 @@ def experiment_entry(name: str, entry: dict[str, Any], implemented: set[str]) ->
         "method_settings": {},
         "cell_experiments": {},
         "readings": {},
+        "implied": False,  # a combination not listed, only home to cells of listed ones
     }
     filled["methods"] = [m for m in filled["methods"] if m in implemented]
     return filled

@@ -57,6 +57,7 @@ from benchlib.methods.base import (
 )
 from benchlib.models import build_model
 from benchlib.provenance import cell_provenance, plugins_used
+from benchlib.readings import cell_readings
 from benchlib.seeding import numpy_rng
 from benchlib.settings import TrainingSettings
 from benchlib.spec import CellSpec
@@ -498,6 +499,8 @@ class CellRun:
             "malicious_clients": self.malicious,
             "history": self.history.as_dict(),
             "method_summary": self.method.summary(),
+            # the alternative of every declared reading of the method, defaults included
+            "readings": cell_readings(self.spec.method, self.spec.method_params),
             "transmitted_parameters": self.layout.size,  # entries of one sent model vector
             **self.scoring.results(),  # per-client test metrics (and held-out, class counts)
         }
