@@ -55,7 +55,7 @@ from benchlib.readings import method_settings
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
 from benchlib.tasks.catalog import TASKS, loss_settings
-from benchlib.yaml_load import load_yaml, load_yaml_file
+from benchlib.yaml_load import load_config_file, load_yaml
 
 LOG = logging.getLogger("benchlib")
 NO_MALFUNCTION = "none"
@@ -86,15 +86,6 @@ def schema() -> dict[str, Any]:
         if declared.params:
             malfunction[name] = declared.params.schema()
     return result
-
-
-def load_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file with clear errors for missing or malformed files."""
-    path = Path(path)
-    require(path.is_file(), f"config file {path} not found; pass an existing --configfile")
-    data = load_yaml_file(path, "config file")
-    require(isinstance(data, dict), f"config file {path} must hold a mapping at the top level")
-    return data
 
 
 def _location(error: jsonschema.ValidationError) -> str:

@@ -87,7 +87,7 @@ def paper_dir() -> Path:
 
 def load_paper_config(folder: str | Path | None = None) -> dict[str, Any]:
     """The merged raw config of every paper file in ``folder`` (default: benchlib's own)."""
-    from benchlib.config import load_config_file
+    from benchlib.yaml_load import load_config_file
 
     folder = paper_dir() if folder is None else folder
     return merge_configs([(str(path), load_config_file(path)) for path in paper_files(folder)])
@@ -96,7 +96,7 @@ def load_paper_config(folder: str | Path | None = None) -> dict[str, Any]:
 def load_raw_config(path: str | Path | None = None) -> dict[str, Any]:
     """A raw config from a file (laid over the paper grids if it says ``paper_grids: true``),
     or the merged paper configs of a folder (default: benchlib's own ``config/paper``)."""
-    from benchlib.config import load_config_file
+    from benchlib.yaml_load import load_config_file
 
     if path is None:
         return load_paper_config()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from benchlib import layout
 
 RESULT_PREFIXES = (f"{layout.RESULTS}/", f"./{layout.RESULTS}/")
-REPORT_FOLDERS = ("tables/", "figures/", "reports/")  # where every report target lives
+REPORT_FOLDERS = tuple(f"{folder}/" for folder in (layout.TABLES, layout.FIGURES, layout.REPORTS))
 
 if TYPE_CHECKING:
     from benchlib.config import Config

@@ -56,12 +56,16 @@ def _experiments(config: ReportConfig, patterns: list[str], where: str) -> list[
 def _method_ids(
     config: ReportConfig, experiment: str, names: list[str], chosen: dict[str, str]
 ) -> dict[str, str]:
-    """claim method name -> the config method of ``experiment`` that runs it (where any)."""
+    """claim method name -> the config method of ``experiment`` that runs it (where any); a
+    method added with ``add_methods`` stands for a paper method only when a claim names it."""
+    from benchlib.paper_configs import added_methods
     from benchlib.report.kinds.common.paper_tables import match_methods
 
     run = list(config.experiments[experiment]["methods"])
     fixed = {n: chosen[n] for n in names if n in chosen and chosen[n] in run}
-    return fixed | match_methods(config, [n for n in names if n not in fixed], run)
+    added = set(added_methods(config.raw, config.experiments[experiment]["base"]))
+    papers = [m for m in run if m not in added]
+    return fixed | match_methods(config, [n for n in names if n not in fixed], papers)
 
 
 def _scale(config: ReportConfig, experiments: list[str]) -> dict[str, str]:
