@@ -597,7 +597,7 @@ def _checkpoint_of_this_cell(ctx: Ctx, **state: Any) -> None:
     from benchlib.spec import CellSpec
 
     (ctx.out / "checkpoints").mkdir()
-    state["config_hash"] = CellSpec.from_dict(ctx.spec).config_hash()
+    state["config_hash"] = CellSpec.from_json(ctx.spec).config_hash()
     torch.save(state, ctx.out / "checkpoints" / "round_0000.pt")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from benchlib.params import BOOLEAN, NO_PARAMS, Param, Params
 from benchlib.registry import Registry
+from benchlib.settings import Entry
 
 MODEL_INIT = Param(
     {"enum": ["shared", "per_client", None]},
@@ -22,17 +23,23 @@ MODEL_INIT = Param(
 )
 
 
-def model_settings(what: str, model: Mapping[str, Any]) -> dict[str, Any]:
-    """A model section ``{name, params, init}`` with the model's parameters checked and every
-    default filled."""
-    name = model["name"]
-    return {
-        "name": name,
-        "params": MODELS.get(name).params.resolve(
+@dataclass(frozen=True)
+class ModelSettings(Entry):
+    """A dataset's ``model`` section resolved: the model, its parameters (every one, defaults
+    filled) and the initial-model choice."""
+
+    name: str
+    params: Mapping[str, Any]
+    init: str | None
+
+    @classmethod
+    def from_config(cls, what: str, model: Mapping[str, Any]) -> ModelSettings:
+        """Check a config's model section against the model's declaration; fill the defaults."""
+        name = model["name"]
+        params = MODELS.get(name).params.resolve(
             f"{what}model {name!r} params", model.get("params")
-        ),
-        "init": model.get("init", MODEL_INIT.default),
-    }
+        )
+        return cls(name, params, model.get("init", MODEL_INIT.default))
 
 
 @dataclass(frozen=True)
