@@ -124,6 +124,12 @@ CONFIG_FALLBACKS = {
         "the fill site of a model section: reads the declared default",
     ("config.py", "ds.get('params', {})"):
         "checks the file's own entry before its params are filled on the next line",
+    ("config.py", "ds.get('task', DEFAULT_TASK)"):
+        "the fill site of a dataset entry (DatasetEntry.from_config): the default task",
+    ("config.py", "ds.get('label', name)"):
+        "the fill site of a dataset entry: tables name a dataset by its id by default",
+    ("config.py", "ds.get('held_out', ())"):
+        "the fill site of a dataset entry: no held-out clients by default",
     ("cli.py", "spec.get('task', DEFAULT_TASK)"):
         "benchlib prepare takes a hand-written --spec too; the same constant the config fills",
     ("html_report.py", "spec.get('title', tex.stem)"):

@@ -117,6 +117,14 @@ class CellSpec(Entry):
                 f"{what} is cell spec version {raw['version']!r}, this benchlib reads version "
                 f"{SPEC_VERSION}: a stale spec; {REGENERATE}"
             )
+        for registry, name in (
+            (METHODS, raw["method"]),
+            (MALFUNCTIONS, raw["malfunction"]),
+            (TASKS, raw["task"]),
+            (MODELS, raw["model"].get("name") if isinstance(raw["model"], Mapping) else None),
+        ):
+            if isinstance(name, str) and name not in registry:
+                raise BenchlibError(f"{what}: {registry.unknown(name)}")
         _check(what, raw)
         return cls(
             **{
