@@ -254,10 +254,10 @@ def cmd_check_config(args: argparse.Namespace) -> None:
 
     config = load_config(args.config)
     for entry in config.methods.values():  # the full check: build every method
-        build_method(entry["method"], dict(entry["params"]))
+        build_method(entry.method, entry.params)
     for exp in config.experiments.values():  # and with the parameters its readings set
         for method_id, params in exp["method_params"].items():
-            build_method(config.methods[method_id]["method"], dict(params))
+            build_method(config.methods[method_id].method, params)
     # reading variants share the cells of the methods a reading does not concern
     cells = len({cell for e in config.experiments for cell in config.cells(e)})
     check_model_sizes(config.datasets)  # and count every model's parameters

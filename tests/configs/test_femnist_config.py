@@ -11,13 +11,13 @@ import logging
 import pandas as pd
 import pytest
 from conftest import REPO
+from helpers.builders import build_model
 from helpers.paths import GOLDEN
 
 from benchlib import __version__
 from benchlib.config import Config, load_config, load_config_file
 from benchlib.errors import BenchlibError
 from benchlib.methods.base import method_names
-from benchlib.models import build_model
 from benchlib.paper_configs import load_paper_config
 from benchlib.report.kinds.lightyear.robustness_table import render_table
 from benchlib.report.kinds.lightyear.training_details import (

@@ -89,8 +89,6 @@ class DRFA(StarMethod):
         variant: str,
         lambda_start: str,
     ) -> None:
-        require(variant in ("paper", "authors"), f"drfa: unknown variant {variant!r}")
-        require(gamma >= 0, f"drfa: gamma must be >= 0, got {gamma}")
         self.gamma = float(gamma)
         self.gamma_decay = float(gamma_decay)
         self.floor = float(floor)

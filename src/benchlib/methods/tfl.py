@@ -48,7 +48,6 @@ from benchlib.methods.base import (
     parameter_mask,
 )
 from benchlib.methods.client_graph import (
-    CENTRALITIES,
     SIMILARITIES,
     StepCounter,
     dual_step,
@@ -105,10 +104,6 @@ class TFL(StarMethod):
         local_step_scale: bool,
         lambda_start: str,
     ) -> None:
-        require(similarity in SIMILARITIES, f"tfl: similarity must be one of {SIMILARITIES}")
-        require(centrality in CENTRALITIES, f"tfl: centrality must be one of {CENTRALITIES}")
-        require(update_every >= 1, f"tfl: update_every must be >= 1, got {update_every}")
-        require(loss_subset in ("train", "val"), "tfl: loss_subset must be train or val")
         self.similarity = similarity
         self.epsilon = float(epsilon)
         self.centrality = centrality
