@@ -22,7 +22,6 @@ check-config`` and never faked. An experiment that names a method id not defined
 from __future__ import annotations
 
 import copy
-import dataclasses
 import difflib
 import logging
 import math
@@ -124,11 +123,16 @@ def _nonfinite_location(value: Any, path: str = "") -> str | None:
     return None
 
 
-def validate_schema(config: dict[str, Any]) -> None:
-    """Check ``config`` against the schema; raise one readable error for the first problem."""
+def validate_schema(config: dict[str, Any], section: str | None = None) -> None:
+    """Check ``config`` against the schema (or ``{section: ...}`` against that top-level
+    section's schema); raise one readable error for the first problem."""
     where = _nonfinite_location(config)
     require(where is None, f"config error at {where}: NaN/Inf is not allowed; give a finite number")
-    validator = jsonschema.Draft202012Validator(schema())
+    full = schema()
+    if section is not None:  # its entries only (grid-axis variants have longer names)
+        entries = {k: v for k, v in full["properties"][section].items() if k != "propertyNames"}
+        full = {"type": "object", "properties": {section: entries}}
+    validator = jsonschema.Draft202012Validator(full)
     # an unknown key first: a typo also makes a required key look missing at the same place
     errors = sorted(
         validator.iter_errors(config),
@@ -197,8 +201,9 @@ class DatasetEntry(Entry):
         for remote in remote_files(ds["source"], params):
             check_remote(remote, f"datasets.{name}.params")
         task = ds.get("task", DEFAULT_TASK)
-        training = TrainingSettings.from_config("training", ds["training"])
-        loss, loss_params = loss_settings("", task, training.loss, training.loss_params)
+        # the config's schema checked the section (it embeds the declaration): filled only
+        training = TrainingSettings.params().fill("training", ds["training"])
+        loss, loss_params = loss_settings("", task, training["loss"], training["loss_params"])
         held_out = tuple(ds.get("held_out", ()))
         clients = ds["clients"]
         require(
@@ -217,7 +222,7 @@ class DatasetEntry(Entry):
             transforms=TransformSettings.from_config("transforms", ds.get("transforms")),
             corruption=scenario_of(ds.get("corruption")),
             model=ModelSettings.from_config("", ds["model"]),
-            training=dataclasses.replace(training, loss=loss, loss_params=loss_params),
+            training=TrainingSettings(**{**training, "loss": loss, "loss_params": loss_params}),
             malfunction=MalfunctionSettings.from_config("malfunction", ds.get("malfunction")),
             held_out=held_out,
         )
@@ -256,6 +261,10 @@ class Config:
             for name, exp in raw["experiments"].items()
         }
         self._expand_axes()
+        # the grid-axis variants of dataset entries: checked like the file's entries
+        variants = {k: v for k, v in self._given_datasets.items() if k not in raw["datasets"]}
+        if variants:
+            validate_schema({"datasets": variants}, "datasets")
         self.datasets: dict[str, DatasetEntry] = {}
         self.methods: dict[str, MethodEntry] = {}
         self._check_semantics(entries)

@@ -131,6 +131,12 @@ class Params(Mapping[str, Param]):
             raise BenchlibError(f"{what}: {', '.join(missing)} must be given")
         if given:
             _validate(what, self.schema(), given)
+        return self.fill(what, given)
+
+    def fill(self, what: str, checked: Mapping[str, Any]) -> dict[str, Any]:
+        """``checked`` (a mapping :meth:`schema` has validated, e.g. as part of the config's
+        schema) with the defaults filled in; nothing is validated again."""
+        given = dict(checked)
         resolved = {**self.defaults(), **given}
         variant = resolved.get("variant", "paper")
         for name, p in self.entries.items():
