@@ -201,9 +201,12 @@ class DatasetEntry(Entry):
         for remote in remote_files(ds["source"], params):
             check_remote(remote, f"datasets.{name}.params")
         task = ds.get("task", DEFAULT_TASK)
-        # the config's schema checked the section (it embeds the declaration): filled only
-        training = TrainingSettings.params().fill("training", ds["training"])
-        loss, loss_params = loss_settings("", task, training["loss"], training["loss_params"])
+        # the config's schema checked the section (it embeds the declaration, whose defaults
+        # the dataclass fills); the loss is the task's: resolved here
+        training = ds["training"]
+        loss, loss_params = loss_settings(
+            "", task, training.get("loss"), training.get("loss_params")
+        )
         held_out = tuple(ds.get("held_out", ()))
         clients = ds["clients"]
         require(

@@ -118,12 +118,6 @@ class Settings(Entry):
         return cls(**cls.params().resolve(what, section))
 
     @classmethod
-    def from_checked(cls, what: str, section: Mapping[str, Any] | None) -> Self:
-        """Fill the defaults of a section the config's schema has checked (it embeds this
-        declaration), validating nothing again."""
-        return cls(**cls.params().fill(what, section or {}))
-
-    @classmethod
     def from_filled(cls, what: str, section: Mapping[str, Any]) -> Self:
         """Build from a section the config filled (a spec's JSON, its types checked by the spec
         schema): every key present, no default filled again; a missing key means the spec was
