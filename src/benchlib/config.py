@@ -167,7 +167,7 @@ def _message(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DatasetEntry(Entry):
     """A ``datasets`` entry resolved once: every section typed, every default filled."""
 
@@ -231,7 +231,7 @@ class DatasetEntry(Entry):
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MethodEntry(Entry):
     """A ``methods`` entry resolved once: the declared method, its label and its parameters
     (every one, defaults filled)."""

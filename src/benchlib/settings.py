@@ -59,8 +59,9 @@ def positive_int(maximum: int) -> dict[str, Any]:
 
 
 class Entry(Mapping[str, Any]):
-    """A frozen dataclass read by attribute or, like the config section it comes from, by key
-    (``entry["clients"]``): the typed form of a resolved config entry."""
+    """A frozen dataclass (``eq=False``: it compares as below) read by attribute or, like the
+    config section it comes from, by key (``entry["clients"]``): the typed form of a resolved
+    config entry."""
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.field_names():
@@ -72,6 +73,17 @@ class Entry(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.field_names())
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to an entry of its type with equal fields, or to a mapping with the same keys
+        and equal values (the section as a config or a JSON spec gives it)."""
+        if isinstance(other, Entry):
+            return type(self) is type(other) and tuple(self.values()) == tuple(other.values())
+        if isinstance(other, Mapping):
+            return dict(self.items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # holds mappings
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -131,7 +143,7 @@ class Settings(Entry):
         return cls(**{name: section[name] for name in cls.field_names()})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TrainingSettings(Settings):
     """How every client of a cell trains (a dataset's ``training`` section, defaults filled)."""
 
@@ -240,7 +252,7 @@ RATIO = [
 SOURCE_KEYS = ("val_from_test", "val_from_train")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SplitSettings(Settings):
     """Which subset (train / val / test) each client's samples fall in (a dataset's ``split``
     section, defaults filled; :mod:`benchlib.data.split` applies it)."""
@@ -335,7 +347,7 @@ AUGMENTATION = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TransformSettings(Settings):
     """A dataset's input transforms (its ``transforms`` section, defaults filled;
     :mod:`benchlib.fl.transforms` applies them)."""

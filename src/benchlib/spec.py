@@ -80,7 +80,7 @@ class Cell:
         return layout.checkpoint_dir(self.id)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CellSpec(Entry):
     """One resolved cell: every setting its run uses, every default filled (the JSON form is
     :meth:`to_dict`; :meth:`from_json` reads it back)."""

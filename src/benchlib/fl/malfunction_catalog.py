@@ -73,7 +73,7 @@ MALFUNCTION_SETTINGS = Params(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MalfunctionSettings(Entry):
     """A dataset's ``malfunction`` section resolved: placement, start_round and the parameters
     of every malfunction it names (defaults filled)."""

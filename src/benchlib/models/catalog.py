@@ -23,7 +23,7 @@ MODEL_INIT = Param(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ModelSettings(Entry):
     """A dataset's ``model`` section resolved: the model, its parameters (every one, defaults
     filled) and the initial-model choice."""
