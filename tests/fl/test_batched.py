@@ -168,7 +168,7 @@ def test_batched_cell_matches_sequential_cell_over_three_rounds(
         spec = _no_dropout(smoke_cell_spec("fedavg", "sfa", 1), batching)
         spec.update(method=method, method_id=method, method_params=params)
         out = tmp_path / batching / "metrics.json"
-        run_cell(spec, mnist_store, smoke_split, out, tmp_path / batching / "ckpt")
+        run_cell(filled_spec(spec), mnist_store, smoke_split, out, tmp_path / batching / "ckpt")
         results[batching] = json.loads(out.read_text())
     seq, bat = results["off"], results["on"]
     assert np.allclose(
