@@ -140,15 +140,19 @@ def smoke_cell_spec(smoke_config):
 
 
 def smoke_snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    """Snakemake on config/smoke.yaml in ``workdir`` (2 cores); ``args`` before the config."""
-    command = ["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2"]
-    command += [*args, f"--configfile={REPO / 'config' / 'smoke.yaml'}"]
+    """Snakemake on the smoke grid in ``workdir`` (2 cores), the catalog's way: a copy of
+    .test/ (its config/config.yaml is config/smoke.yaml) as `--directory` for
+    workflow/Snakefile, which reads that default config; ``args`` after the directory."""
+    shutil.copytree(REPO / ".test", workdir, dirs_exist_ok=True)  # the link's file, copied
+    command = ["snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "--directory"]
+    command += [str(workdir), "--cores", "2", *args]
     return subprocess.run(command, env=tool_env(), capture_output=True, text=True, timeout=1200)
 
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> Path:
-    """The whole smoke grid (config/smoke.yaml), run once per session; its working directory."""
+    """The whole smoke grid (config/smoke.yaml), run once per session as CI runs a catalog
+    workflow's .test/ (:func:`smoke_snakemake`); its working directory."""
     workdir = tmp_path_factory.mktemp("smoke")
     result = smoke_snakemake(workdir)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -29,12 +29,16 @@ def test_contracts_are_configured_and_count_type_checking_imports():
     assert {"benchlib.methods", "benchlib.report", "benchlib.models", "benchlib.metrics"} <= sources
 
 
-RULE_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+RULE_FILES = [
+    REPO / "Snakefile",
+    REPO / "workflow" / "Snakefile",
+    *sorted((REPO / "workflow" / "rules").glob("*.smk")),
+]
 FAKE_TORCH = ("torch", "torchvision", "timm", "monai", "torchmetrics")
 
 
 def rule_file_imports() -> set[str]:
-    """The benchlib modules that Snakefile and workflow/rules/*.smk import."""
+    """The benchlib modules that the Snakefiles and workflow/rules/*.smk import."""
     pattern = re.compile(
         r"^\s*(?:from\s+(benchlib[\w.]*)\s+import|import\s+(benchlib[\w.]*))", re.M
     )
@@ -120,6 +124,8 @@ CONFIG_RECEIVERS = {"spec", "params", "exp", "ds", "dataset", "entry", "model", 
                     "training", "options", "settings", "raw", "row", "panel", "config"}  # fmt: skip
 # fmt: off
 CONFIG_FALLBACKS = {
+    ("docs_gen.py", "section.get('required', ())"):
+        "reads the config schema's file, not a config: a section without required keys omits it",
     ("models/catalog.py", "model.get('init', MODEL_INIT.default)"):
         "the fill site of a model section: reads the declared default",
     ("config.py", "ds.get('params', {})"):
@@ -143,6 +149,13 @@ CONFIG_FALLBACKS = {
     ("report/kinds/lightyear/topology_figure.py",
      "entry.get('label', config.method_label(entry['method']))"):
         "a line's label is optional; it falls back to the method's label, not a constant",
+    ("report/claim_verdicts.py", "row['ids'][exp].get(name, f'{name} (no cell)')"):
+        "an experiment that does not run a compared method has no id for it: the placeholder "
+        "names the cell the claim misses",
+    ("report/claim_verdicts.py", "row['source'].get(experiment, {})"):
+        "a claims spec's source is a sparse map: only methods another experiment gives",
+    ("report/kinds/common/claims.py", "row['homes'].get(experiment, {})"):
+        "a claims spec's homes is a sparse map: only cells a reading variant shares",
     ("report/kinds/tfl/tfl_table.py", "spec['transmissions'].get(method_id, 1)"):
         "transmissions is a sparse map (declared: methods not named send 1 model a round)",
     ("report/kinds/tfl/tfl_table.py", "spec['quoted'].get(r['label'], {})"):

@@ -128,3 +128,34 @@ def test_axis_values_reach_the_cell_summary_and_the_collected_csv(tmp_path):
     frame = collect([path])
     assert frame["axis_ana_scale"].tolist() == [1.5]
     assert list(frame.columns).index("axis_ana_scale") < list(frame.columns).index("test_accuracy")
+
+
+def test_listed_reading_combinations_and_the_homes_they_imply():
+    """``combinations``: only the listed reading combinations, each completed with the defaults;
+    a combination whose cells a listed one shares for some method (its home) is added with only
+    that method."""
+    from benchlib.axes import reading_combinations
+
+    listed = [
+        {},
+        {"reading.dual_step": "gamma_0.01", "reading.prior": "normalised"},
+        {"reading.prior": "normalised", "reading.drfa_variant": "authors"},
+    ]
+    result = reading_combinations(listed, ["fedavg", "drfa", "tfl"])
+    assert [(s, h) for s, _, h in result] == [
+        ("", None),
+        ("reading_dual_step_gamma0p01__reading_prior_normalised", None),
+        ("reading_prior_normalised__reading_drfa_variant_authors", None),
+        ("reading_dual_step_gamma0p01", ["drfa"]),  # DRFA's cell of the second combination
+        ("reading_drfa_variant_authors", ["drfa"]),  # ... and of the third
+        ("reading_prior_normalised", ["tfl"]),  # TFL's of the third (DRFA's variant: not TFL's)
+    ]
+    assert result[0][1] == {
+        "reading.dual_step": "gamma_0.1", "reading.prior": "raw", "reading.drfa_variant": "paper"
+    }  # fmt: skip
+    with pytest.raises(BenchlibError, match=r"only reading\.<name> axes"):
+        reading_combinations([{"clients": 4}], ["fedavg"])
+    with pytest.raises(BenchlibError, match="twice"):
+        reading_combinations([{}, {"reading.prior": "raw"}], ["tfl"])
+    with pytest.raises(BenchlibError, match="no alternative"):
+        reading_combinations([{"reading.prior": "sharp"}], ["tfl"])

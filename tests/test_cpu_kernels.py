@@ -131,6 +131,7 @@ def test_benchlib_run_sets_the_cells_kernels_and_records_provenance(
     assert prov["benchlib"] == benchlib.__version__
     assert prov["commit"] == git("rev-parse", "HEAD").strip()
     assert prov["dirty"] is bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    assert prov["installed_from"] == "git checkout"
     assert prov["python"] == ".".join(map(str, sys.version_info[:3]))
     assert prov["torch"] == torch.__version__
     assert prov["torchvision"] and prov["numpy"]
@@ -145,10 +146,24 @@ def test_version_names_the_commit():
     assert done.stdout.startswith(f"benchlib {benchlib.__version__} (commit {head}")
 
 
-def test_provenance_outside_a_clone_says_unknown(tmp_path: Path):
+def test_provenance_outside_a_clone_names_the_install(tmp_path: Path):
     from benchlib.provenance import git_state
 
-    assert git_state(tmp_path) == {"commit": "unknown", "dirty": None}
+    # a package built without git: the version names the code
+    nothing = tmp_path / "absent.json"
+    assert git_state(tmp_path, nothing) == {
+        "commit": None,
+        "dirty": None,
+        "installed_from": "package",
+    }
+    # a pip install of a clone recorded the clone's commit when it built the package
+    origin = tmp_path / "_origin.json"
+    origin.write_text('{"commit": "' + "c" * 40 + '", "dirty": false}')
+    assert git_state(tmp_path, origin) == {
+        "commit": "c" * 40,
+        "dirty": False,
+        "installed_from": "git clone",
+    }
 
 
 def test_cell_ids_are_parsed_and_checked():

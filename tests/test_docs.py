@@ -30,6 +30,7 @@ GENERATED = (
     "docs/guide/components.md",
     "docs/guide/parameters.md",
     "docs/papers/readings.md",
+    "config/README.md",
 )
 DOCS = [
     REPO / "README.md",

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -191,3 +193,121 @@ def test_a_killed_client_takes_its_cell_with_it(server, smoke_cell_spec, mnist_s
     assert not child.is_running()
     assert not (tmp_path / "metrics.json").exists()
     assert os.path.exists(server[1])  # the server itself goes on
+
+
+# ----------------------------------------------------------------- hostile or careless clients
+def raw_client(socket_path: Path, payload: bytes, fds: bool = True) -> socket.socket:
+    """A client that sends ``payload`` (framed as the protocol frames a message) with its
+    standard streams, as a broken or hostile client would."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(str(socket_path))
+    data = len(payload).to_bytes(4, "big") + payload
+    sent = socket.send_fds(sock, [data], [0, 1, 2]) if fds else sock.send(data)
+    if sent < len(data):  # an empty send to a server that has answered and closed: EPIPE
+        sock.sendall(data[sent:])
+    return sock
+
+
+def client_fingerprint() -> dict:
+    """The fingerprint a `benchlib run` of this test's jobs sends (portable kernels)."""
+    code = (
+        "import json; from benchlib import cpu_kernels; from benchlib.forkserver import protocol;"
+        " cpu_kernels.apply('portable'); print(json.dumps(protocol.fingerprint('portable')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=job_env(), capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def assert_still_serving(server, spec, store, split, out: Path) -> None:
+    done = benchlib(run_argv(spec, store, split, out), server[1])
+    assert done.returncode == 0, done.stderr
+    assert "(forked from a warm server)" in done.stderr
+    assert server[0].poll() is None
+
+
+@pytest.mark.parametrize(
+    ("payload", "answer"),
+    [
+        (b"[1, 2, 3]", "the request is a JSON list, not an object"),
+        (b'{"argv": "run", "cwd": "/", "env": {}, "fingerprint": {}}', "argv is not a list"),
+        (b'{"argv": [], "cwd": "/no/such/folder", "env": {}, "fingerprint": {}}', "cwd is not"),
+        (b'{"argv": [], "cwd": "/", "env": {"A": 1}, "fingerprint": {}}', "env is not a mapping"),
+        (b'{"argv": [], "cwd": "/", "env": {}, "fingerprint": []}', "fingerprint is not an"),
+        (b"[" * 100_000 + b"]" * 100_000, None),  # nested too deeply: dropped unanswered
+        (b"\xff\xfe not json", None),
+    ],
+    ids=["list", "argv", "cwd", "env", "fingerprint", "deep", "bytes"],
+)
+def test_a_malformed_request_is_refused_and_the_server_goes_on(
+    server, payload, answer, smoke_cell_spec, mnist_store, smoke_split, tmp_path
+):
+    from benchlib.forkserver import protocol
+
+    with raw_client(server[1], payload) as sock:
+        reply, _ = protocol.receive(sock)  # waits for the server's answer or its close
+    assert reply == (None if answer is None else {"refused": reply["refused"]})
+    if answer is not None:
+        assert answer in reply["refused"]
+    spec = smoke_cell_spec("fedavg", "sfa", 0)
+    spec["training"] = {**spec["training"], "rounds": 1}
+    assert_still_serving(server, spec, mnist_store, smoke_split, tmp_path)
+
+
+def test_a_client_that_dies_right_after_sending_does_not_end_the_server(
+    server, smoke_cell_spec, mnist_store, smoke_split, tmp_path
+):
+    spec = smoke_cell_spec("fedavg", "sfa", 0)
+    spec["training"] = {**spec["training"], "rounds": 500}
+    argv = run_argv(spec, mnist_store, smoke_split, tmp_path / "gone")
+    request = {"argv": argv, "cwd": str(tmp_path), "env": job_env(),
+               "fingerprint": client_fingerprint()}  # fmt: skip
+    for _ in range(3):  # whether the server answers before or after the close: it goes on
+        raw_client(server[1], json.dumps(request).encode()).close()
+    spec["training"]["rounds"] = 1
+    assert_still_serving(server, spec, mnist_store, smoke_split, tmp_path / "next")
+    orphans = psutil.Process(server[0].pid).children()
+    psutil.wait_procs(orphans, timeout=120)  # the server SIGKILLs the cells of gone clients
+    assert psutil.Process(server[0].pid).children() == []
+
+
+def test_a_long_tmpdir_starts_no_server_and_says_so_in_one_line(tmp_path):
+    long_tmp = tmp_path / ("t" * 100)
+    long_tmp.mkdir()
+    env = {**job_env(), "TMPDIR": str(long_tmp)}
+    env.pop(ENV_SOCKET, None)
+    command = [benchlib_exe(), "forkserver", "--", sys.executable, "-c",
+               f"import os; print(os.environ.get('{ENV_SOCKET}'))"]  # fmt: skip
+    done = subprocess.run(command, env=env, text=True, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None"  # no server named to the command: cells run alone
+    assert done.stderr.splitlines() == [done.stderr.strip()]
+    assert "is longer than the 107 bytes a Unix socket allows ($TMPDIR is long" in done.stderr
+    assert "Traceback" not in done.stderr and list(long_tmp.iterdir()) == []
+
+
+def test_the_server_ends_with_a_killed_wrapper(tmp_path):
+    command = [benchlib_exe(), "forkserver", "--", sys.executable, "-c",
+               "import sys; print('started', flush=True); sys.stdin.read()"]  # fmt: skip
+    env = job_env()
+    env.pop(ENV_SOCKET, None)
+    wrapper = subprocess.Popen(
+        command, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert wrapper.stdout.readline() == "started\n"  # the wrapped command runs (the server too)
+    line = ""
+    while "is ready" not in line:  # waits for the server's line (or the end of the output)
+        line = wrapper.stderr.readline()
+        assert line, "the fork server did not start"
+    server_pid = int(line.split("fork server ")[1].split()[0])
+    server = psutil.Process(server_pid)
+    (command_process,) = [p for p in psutil.Process(wrapper.pid).children() if p != server]
+    wrapper.kill()  # no chance to stop its server
+    wrapper.wait()
+    gone, alive = psutil.wait_procs([server], timeout=120)
+    assert server in gone and not alive, "the fork server outlived its killed wrapper"
+    wrapper.stdin.close()  # the wrapped command ends when its stdin does
+    psutil.wait_procs([command_process], timeout=120)
+    assert "the wrapper that started this server is gone" in wrapper.stderr.read()

@@ -41,7 +41,11 @@ def test_no_rule_spells_an_output_path():
     quoted = re.compile(r"""["'](?:results|tables|figures|reports)/""")
     offenders = [
         f"{path.name}:{number}"
-        for path in [*sorted((REPO / "workflow" / "rules").glob("*.smk")), REPO / "Snakefile"]
+        for path in [
+            *sorted((REPO / "workflow" / "rules").glob("*.smk")),
+            REPO / "Snakefile",
+            REPO / "workflow" / "Snakefile",
+        ]
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if quoted.search(line.split("#", 1)[0])
     ]
@@ -68,3 +72,8 @@ def test_report_outputs_by_kind():
         "figures/r.csv",
     )
     assert Path(layout.report_outputs("markdown", "m")[0]).suffix == ".md"
+    assert layout.report_outputs("markdown_numbers", "c") == (
+        "reports/c.md",
+        "reports/c.pdf",
+        "reports/c.csv",
+    )

@@ -90,3 +90,43 @@ def test_an_output_path_that_cannot_be_a_file_is_one_error_line(tmp_path, capsys
     assert err.strip().splitlines() == [f"error: {phrase.format(out=out)}"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder"]
     assert list((tmp_path / "folder").iterdir()) == []
+
+
+def test_a_full_disk_during_a_download_is_named_as_such_not_the_network(tmp_path, monkeypatch):
+    """The disk fills while the bytes arrive (the real HTTP downloader writing to a file that
+    runs out of space): the error names the disk and the file, never the network."""
+    import hashlib
+
+    import pooch.downloaders
+    from helpers.http_server import serve_directory
+
+    from benchlib.data.download import RemoteFile, fetch
+    from benchlib.errors import BenchlibError
+
+    payload = bytes(range(256)) * 4096
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "data.bin").write_bytes(payload)
+
+    class FullDisk:  # a file whose device fills up
+        def __init__(self, path, mode):
+            self.handle = open(path, mode)  # noqa: SIM115
+
+        def write(self, data):
+            self.handle.write(data[:10])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name):
+            return getattr(self.handle, name)
+
+    monkeypatch.setattr(pooch.downloaders, "open", FullDisk, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    cache = tmp_path / "cache"
+    with serve_directory(root) as (url, _):
+        remote = RemoteFile("data.bin", f"{url}/data.bin", hashlib.sha256(payload).hexdigest())
+        with pytest.raises(BenchlibError) as error:
+            fetch(remote, cache, retries=0)
+    message = str(error.value)
+    assert message.startswith(f"no space left on the device of {cache / 'data.bin'}"), message
+    assert "free some space and rerun" in message and "network" not in message
+    assert list(cache.iterdir()) == []  # nothing partial kept

@@ -180,13 +180,32 @@ def test_a_dataset_reading_gives_the_variant_its_own_dataset_entry():
     assert all(c.experiment == variant for c in loaded.cells(variant))
 
 
-def test_the_tpt48_config_sweeps_table4_readings_without_duplicating_baselines():
+def test_the_tpt48_config_lists_the_decisive_combinations_without_duplicating_baselines():
     config = load_config(REPO / "config" / "tfl_tpt48.yaml")
     cells = {c for e in config.experiments for c in config.cells(e)}
     methods = ("fedavg", "fedprox", "erm", "drfa", "tfl")
     count = {m: sum(c.method == m for c in cells) for m in methods}
-    # 2 experiments x 3 seeds; DRFA per dual step (3), TFL per combination (6)
-    assert count == {"fedavg": 6, "fedprox": 6, "erm": 6, "drfa": 18, "tfl": 36}
+    # 2 experiments x 5 seeds; 8 listed combinations: D, C = (gamma_0.01, normalised), C with
+    # draws without replacement / DRFA as coded / current models / per-row scaling, D with
+    # DRFA as coded / current models. TFL: D, C and the four C variants but DRFA's, D + current
+    # (6 + 1 = 7, minus the DRFA-only ones: 6); DRFA: gamma 0.1 and 0.01, draws without
+    # replacement at 0.01, authors at 0.1 and 0.01 (5)
+    assert count == {"fedavg": 10, "fedprox": 10, "erm": 10, "drfa": 50, "tfl": 60}
+    listed = [e for e, x in config.experiments.items() if x["base"] == "tpt48_ew"]
+    assert sum(not config.experiments[e]["implied"] for e in listed) == 8
+    # a combination not listed holds only the cells a listed one reads: DRFA at gamma 0.01
+    # with the raw prior (the prior does not concern DRFA)
+    implied = config.experiments["tpt48_ew__reading_dual_step_gamma0p01"]
+    assert implied["implied"] and implied["methods"] == ["drfa"]
+    closest = "tpt48_ew__reading_dual_step_gamma0p01__reading_prior_normalised"
+    assert {(c.method, c.experiment) for c in config.cells(closest) if c.seed == 0} == {
+        ("fedavg", "tpt48_ew"), ("fedprox", "tpt48_ew"), ("erm", "tpt48_ew"),
+        ("drfa", "tpt48_ew__reading_dual_step_gamma0p01"), ("tfl", closest),
+    }  # fmt: skip
+    report = config.reports["tfl_table4_readings"]
+    assert len(report.spec["combinations"]) == 8
+    assert len(report.inputs) == 1 + 130  # ERM is not read: 140 cells less its 10
+    assert report.spec["min_tau"] == 0.7 and report.spec["min_columns"] == 3
     assert config.reports["tfl_table4_readings"].targets[0] == "reports/tfl_table4_readings.md"
     # the paper table reads the default reading's cells, as before the sweep
     assert {c.experiment for c in config.cells("tpt48_ew")} == {"tpt48_ew"}
@@ -237,7 +256,7 @@ def test_check_config_counts_shared_cells_once(capsys):
     from benchlib.cli import main
 
     main(["check-config", str(REPO / "config" / "tfl_tpt48.yaml")])
-    assert capsys.readouterr().out.strip().endswith("valid; 12 experiments, 72 cells")
+    assert capsys.readouterr().out.strip().endswith("valid; 22 experiments, 140 cells")
 
 
 def test_a_variants_collected_results_list_its_shared_cells_under_its_name(tmp_path):
@@ -259,3 +278,100 @@ def test_a_variants_collected_results_list_its_shared_cells_under_its_name(tmp_p
     assert set(collect(paths, variant)["experiment"]) == {variant}
     rule = (REPO / "workflow" / "rules" / "report.smk").read_text()
     assert rule.count("benchlib collect --experiment {wildcards.experiment} ") == 2
+
+
+# ------------------------------------------------------------------ the TFL readings, traced
+# reading -> alternative -> {registered method: {attribute of the built object: value}}
+BUILT = {
+    "embedding": {
+        "latest": {"tfl": {"embedding_age": "latest"}},
+        "recent": {"tfl": {"embedding_age": "recent"}},
+        "current": {"tfl": {"embedding_age": "current"}},
+    },
+    "similarity_scaling": {
+        "minmax": {"tfl": {"scaling": "minmax"}},
+        "row": {"tfl": {"scaling": "row"}},
+        "max": {"tfl": {"scaling": "max"}},
+    },
+    "client_draws": {
+        "with_replacement": {"tfl": {"draws": "with_replacement"},
+                             "drfa": {"draws": "with_replacement"}},
+        "without_replacement": {"tfl": {"draws": "without_replacement"},
+                                "drfa": {"draws": "without_replacement"}},
+    },
+    "dual_schedule": {
+        "tau_decay": {"tfl": {"local_step_scale": True, "lr_decay": 0.9},
+                      "drfa": {"local_step_scale": True, "gamma_decay": 0.9}},
+        "no_tau": {"tfl": {"local_step_scale": False, "lr_decay": 0.9},
+                   "drfa": {"local_step_scale": False, "gamma_decay": 0.9}},
+        "no_decay": {"tfl": {"local_step_scale": True, "lr_decay": 1.0},
+                     "drfa": {"local_step_scale": True, "gamma_decay": 1.0}},
+    },
+    "drfa_variant": {
+        "paper": {"drfa": {"variant": "paper"}},
+        "authors": {"drfa": {"variant": "authors"}},
+    },
+    "pairs": {
+        "unordered": {"tfl": {"ordered_pairs": False}},
+        "ordered": {"tfl": {"ordered_pairs": True}},
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_each_tfl_reading_reaches_the_built_method(name):
+    """Config -> variant experiment -> cell spec -> the TFL / DRFA object the engine builds:
+    every alternative of the reading sets the attributes the method reads, the cell's recorded
+    readings name it, and a method the reading does not concern shares the default's cells."""
+    from benchlib.methods.base import build_method
+    from benchlib.readings import cell_readings
+
+    reading = READINGS.get(name)
+    assert [a.name for a in reading.alternatives] == list(BUILT[name])
+    config = Config(tfl_config({f"reading.{name}": list(BUILT[name])}))
+    for alternative, expected in BUILT[name].items():
+        suffix = "" if alternative == reading.default else f"__reading_{name}_"
+        variant = next(
+            e for e, x in config.experiments.items()
+            if x["readings"] == {name: alternative} and e.startswith("smoke" + suffix)
+        )  # fmt: skip
+        for method_id in ("tfl", "drfa", "tfl_km"):
+            cell = next(c for c in config.cells(variant) if c.method == method_id)
+            spec = config.cell_spec(cell)
+            built = build_method(spec["method"], spec["method_params"])
+            recorded = cell_readings(spec["method"], spec["method_params"])
+            for attribute, value in expected.get(spec["method"], {}).items():
+                assert getattr(built, attribute) == value, (name, alternative, attribute)
+            if spec["method"] in reading.methods:
+                assert recorded[name] == alternative
+                assert cell.experiment == variant
+            else:  # not concerned: the default's cell, and no such reading recorded
+                assert name not in recorded and "__reading_" + name not in cell.experiment
+
+
+def test_every_cell_records_the_alternative_of_every_reading_that_concerns_it(tmp_path):
+    """metrics.json ``readings``: defaults included, a directly set parameter matching no
+    alternative as (other)."""
+    from helpers.task_stores import groups_split, regression_store, task_cell_spec
+
+    from benchlib.fl.engine import run_cell
+    from benchlib.methods.catalog import METHODS
+    from benchlib.readings import cell_readings
+
+    store = regression_store(tmp_path / "store", n=80, groups=4)
+    split = groups_split(store, tmp_path / "split.csv", clients=4)
+    params = METHODS.get("tfl").params.resolve("tfl", {"embedding": "current"})
+    spec = task_cell_spec("regression", "tfl", method_params=params)
+    metrics = run_cell(spec, store, split, tmp_path / "m.json", tmp_path / "ck")
+    assert metrics["readings"] == {
+        "client_draws": "with_replacement", "dual_schedule": "tau_decay",
+        "dual_step": "gamma_0.1", "embedding": "current", "lambda_start": "uniform",
+        "pairs": "unordered", "prior": "raw", "similarity_scaling": "minmax",
+    }  # fmt: skip
+    assert json.loads((tmp_path / "m.json").read_text())["readings"] == metrics["readings"]
+    drfa = METHODS.get("drfa").params.resolve("drfa", {"gamma": 0.05})
+    assert cell_readings("drfa", drfa) == {
+        "client_draws": "with_replacement", "drfa_variant": "paper",
+        "dual_schedule": "tau_decay", "dual_step": "(other)", "lambda_start": "uniform",
+    }  # fmt: skip
+    assert cell_readings("fedprox", METHODS.get("fedprox").params.resolve("p", {})) == {}

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from base64 import urlsafe_b64encode
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,13 @@ from benchlib.cli import main
 from benchlib.config import Cell, load_config
 from benchlib.fl.engine import run_cell
 from benchlib.fl.progress import progress_path, read_progress
-from benchlib.status import STALE_MIN_SECONDS, grid_status, snakemake_keys
+from benchlib.status import (
+    STALE_MIN_SECONDS,
+    _runs_snakemake,
+    grid_status,
+    snakemake_keys,
+    snakemake_processes,
+)
 
 ROUNDS = 3
 DONE = Cell(OPS_EXPERIMENT, "none", "fedavg", 0, 0)
@@ -81,11 +88,42 @@ def grid_template(mnist_store, smoke_split, tmp_path_factory) -> Path:
     return workdir
 
 
+SNAKEMAKES: dict[Path, subprocess.Popen] = {}  # the stand-in Snakemake of each grid
+
+
+def stand_in_snakemake(workdir: Path) -> subprocess.Popen:
+    """A process that looks like a Snakemake working in ``workdir`` (``snakemake`` in its
+    command line, ``workdir`` its working directory) until its stdin closes."""
+    process = subprocess.Popen(
+        ["snakemake", "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+        executable=sys.executable,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=workdir,
+    )
+    assert process.stdout.readline() == "up\n"  # running: its command line is readable now
+    return process
+
+
+def kill_snakemake(workdir: Path) -> None:
+    """``kill -9`` of the grid's Snakemake: its lock and records stay."""
+    process = SNAKEMAKES.pop(workdir)
+    process.kill()
+    process.wait()
+
+
 @pytest.fixture
-def grid(grid_template, tmp_path) -> Path:
+def grid(grid_template, tmp_path) -> Iterator[Path]:
+    """The grid in the middle of its run, with its Snakemake running."""
     workdir = tmp_path / "work"
     shutil.copytree(grid_template, workdir)
-    return workdir
+    SNAKEMAKES[workdir] = stand_in_snakemake(workdir)
+    yield workdir
+    if workdir in SNAKEMAKES:
+        process = SNAKEMAKES.pop(workdir)
+        process.stdin.close()
+        process.wait()
 
 
 def seconds_of(workdir: Path, cell: Cell) -> list[float]:
@@ -203,6 +241,7 @@ def test_a_running_cell_whose_process_is_gone_is_failed_and_the_lock_stale(grid,
     """After kill -9 of Snakemake's process group, its lock stays: the cell's progress lines
     name a process on this host that no longer exists."""
     _rewrite_progress(grid, RUNNING, pid=_dead_pid(), host=platform.node())
+    kill_snakemake(grid)
     status = grid_status(load_config(grid / "grid.yaml"), [OPS_EXPERIMENT], grid)
     by_cell = {c["cell"]: c for c in status["cells"]}
     running = by_cell[RUNNING.run_dir.removeprefix("results/runs/")]
@@ -269,3 +308,76 @@ def test_status_survives_damaged_progress_files(grid, capsys):
     path.mkdir()
     assert main(["status", "--config", str(grid / "grid.yaml"), "-d", str(grid)]) == 0
     assert "running: " in capsys.readouterr().out
+
+
+def _line_of(status: dict, cell: Cell) -> dict:
+    return {c["cell"]: c for c in status["cells"]}[cell.run_dir.removeprefix("results/runs/")]
+
+
+def test_a_killed_snakemake_between_jobs_leaves_a_stale_lock_not_a_running_one(grid, capsys):
+    """Killed when no job had started: no cell's process to ask, only the lock is left."""
+    shutil.rmtree(grid / ".snakemake" / "incomplete")
+    kill_snakemake(grid)
+    status = grid_status(load_config(grid / "grid.yaml"), [OPS_EXPERIMENT], grid)
+    assert status["stale_lock"] and not status["snakemake_running"]
+    assert status["experiments"][OPS_EXPERIMENT]["running"] == 0
+    assert main(["status", "--config", str(grid / "grid.yaml"), "-d", str(grid)]) == 0
+    out = capsys.readouterr().out
+    assert "Snakemake is not running here" in out and "Snakemake is running here" not in out
+    assert "the Snakemake lock here is stale" in out
+
+
+def test_a_cell_killed_before_its_first_round_is_not_running_for_ever(grid):
+    """Killed while a job had started but not finished a round: no progress line names its
+    process, and the lock's Snakemake is gone."""
+    progress_path(grid / metrics_key(RUNNING)).unlink()
+    config = load_config(grid / "grid.yaml")
+    alive = _line_of(grid_status(config, [OPS_EXPERIMENT], grid), RUNNING)
+    assert alive["state"] == "running"  # while its Snakemake runs, a cell may take its time
+    kill_snakemake(grid)
+    status = grid_status(config, [OPS_EXPERIMENT], grid)
+    line = _line_of(status, RUNNING)
+    assert line["state"] == "failed" and line["note"].startswith("interrupted: no Snakemake")
+    assert status["stale_lock"] and not status["snakemake_running"]
+
+
+def test_snakemake_processes_are_found_by_command_and_working_directory(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    here, there = stand_in_snakemake(tmp_path), stand_in_snakemake(elsewhere)
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE, cwd=tmp_path
+    )
+    try:
+        assert snakemake_processes(tmp_path) == [here.pid]
+        assert snakemake_processes(elsewhere) == [there.pid]
+    finally:
+        for process in (here, there, other):
+            process.stdin.close()
+            process.wait()
+    assert snakemake_processes(tmp_path) == []
+    assert snakemake_processes(tmp_path, proc=tmp_path / "no-proc") is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["snakemake", "--cores", "2"], True),
+        (["/venv/bin/python", "/venv/bin/snakemake", "-n"], True),
+        (["python3", "-m", "snakemake", "--cores", "1"], True),
+        (["benchlib", "forkserver", "--", "snakemake"], False),  # its child is the Snakemake
+        (["benchlib", "run", "--spec", "{}"], False),
+        (["vim", "Snakefile"], False),
+    ],
+)
+def test_what_counts_as_a_snakemake_process(argv, expected):
+    assert _runs_snakemake(argv) is expected
+
+
+def test_a_working_directory_that_does_not_exist_is_one_error(tmp_path, capsys):
+    configfile = ops_write_config(tmp_path / "grid.yaml", grid_config())
+    argv = ["status", "--config", str(configfile), "-d", str(tmp_path / "typo")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'typo'} is not a folder; pass the workflow's working directory\n"
+    )

@@ -195,6 +195,57 @@ def variants(axes: dict[str, list[Any]]) -> list[tuple[str, dict[str, Any]]]:
     return result
 
 
+def reading_combinations(
+    listed: list[dict[str, Any]], methods: list[str]
+) -> list[tuple[str, dict[str, Any], list[str] | None]]:
+    """(name suffix, {axis: value}, homed) for an experiment's ``combinations``: the listed
+    combinations of ``reading.<name>`` axes (e.g. one reading varied at a time from a base),
+    each completed with the defaults of the swept readings it does not name (``homed`` None),
+    then every combination whose cells a listed one shares for a registered method of
+    ``methods`` (its *home*: the readings that do not concern the method at their defaults),
+    with ``homed`` the registered methods whose cells it holds: only those run there."""
+    require(bool(listed), "combinations has no entries")
+    names: list[str] = []
+    for combo in listed:
+        require(isinstance(combo, dict), "each entry of combinations must be a mapping")
+        for axis in combo:
+            require(
+                get_axis(axis).reading is not None,
+                f"combinations lists {axis!r}; only reading.<name> axes can be combined so",
+            )
+            if axis not in names:
+                names.append(axis)
+    readings = {axis: get_axis(axis).reading for axis in names}
+
+    def complete(combo: dict[str, Any]) -> dict[str, Any]:
+        chosen = {axis: combo.get(axis, readings[axis].default) for axis in names}
+        for axis, value in chosen.items():
+            readings[axis].alternative(value)
+        return chosen
+
+    result: list[tuple[str, dict[str, Any], list[str] | None]] = []
+    for combo in listed:
+        chosen = complete(combo)
+        suffix = variant_suffix(chosen)
+        require(all(suffix != r[0] for r in result), f"combinations lists {chosen} twice")
+        result.append((suffix, chosen, None))
+    implied: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    for _, chosen, _ in list(result):
+        for method in methods:
+            home = {
+                axis: value if readings[axis].concerns(method) else readings[axis].default
+                for axis, value in chosen.items()
+            }
+            at = variant_suffix(home)
+            if any(at == r[0] for r in result):
+                continue
+            homed = implied.setdefault(at, (home, []))[1]
+            if method not in homed:
+                homed.append(method)
+    result += [(suffix, home, homed) for suffix, (home, homed) in implied.items()]
+    return result
+
+
 def variant_suffix(chosen: dict[str, Any]) -> str:
     """The name suffix of one combination of axis values (a reading's default left out)."""
     return SEPARATOR.join(

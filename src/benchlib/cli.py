@@ -24,6 +24,7 @@ from benchlib.cli_args import (
     set_threads,
 )
 from benchlib.errors import BenchlibError, missing_extra, os_fault
+from benchlib.io import loads_json
 
 LOG = logging.getLogger("benchlib")
 
@@ -87,10 +88,15 @@ def cmd_split(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
+    from benchlib import plugins
+    from benchlib.plugin_use import require_planned_plugins
     from benchlib.spec import CellSpec
 
+    spec = CellSpec.from_json(parse_spec(args.spec))
+    plugins.require_loadable()  # one that failed part-way may have registered half of its parts
+    require_planned_plugins(spec)
     _run_spec(
-        CellSpec.from_json(parse_spec(args.spec)),
+        spec,
         Path(args.store),
         Path(args.split),
         Path(args.out),
@@ -173,17 +179,31 @@ def _run_spec(
     threads: int | None,
     stop_after: int | None,
 ) -> None:
-    """Run one resolved cell: its CPU kernels are set before torch loads."""
+    """Run one resolved cell: its CPU kernels are set before torch loads. With
+    ``BENCHLIB_SHARED_CELLS`` set, a cell published there is copied instead of trained, and a
+    cell trained here is published (``benchlib.fl.shared_cells``)."""
     from benchlib import cpu_kernels
 
     cpu_kernels.apply(spec.training.cpu_kernels)
+    from benchlib.fl import shared_cells
     from benchlib.fl.engine import run_cell
 
     set_threads(threads)
+    if stop_after is not None and stop_after < 1:
+        raise BenchlibError(f"--stop-after must be at least 1, got {stop_after}")
     for path in (out, timing) if timing else (out,):
         check_output_file(path)
     check_output_dir(checkpoints)
-    run_cell(spec, store, split, out, checkpoints, timing, stop_after=stop_after)
+    folder = shared_cells.shared_folder()
+    if folder is None or stop_after is not None:
+        run_cell(spec, store, split, out, checkpoints, timing, stop_after=stop_after)
+        return
+    shared_cells.train_or_reuse(
+        folder,
+        (spec, store, split),
+        (out, timing, checkpoints),
+        lambda: run_cell(spec, store, split, out, checkpoints, timing),
+    )
 
 
 def cmd_verify_store(args: argparse.Namespace) -> None:
@@ -238,13 +258,27 @@ def cmd_digest(args: argparse.Namespace) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> None:
     from benchlib.digest import compare, read_digest, read_run
+    from benchlib.home import resolve_path
 
-    comparison = compare(read_run([Path(p) for p in args.results]), read_digest(Path(args.digest)))
+    digest = resolve_path(args.digest, "--digest")  # the user's folder first, then benchlib's
+    comparison = compare(read_run([Path(p) for p in args.results]), read_digest(digest))
     print(comparison.summary_line())
     for line in comparison.details():
         print(line)
     if not comparison.all_match:
         sys.exit(1)
+
+
+def cmd_claims(args: argparse.Namespace) -> None:
+    from benchlib.report.claim_outputs import plain_table
+
+    print(plain_table(Path(args.csv)))
+
+
+def cmd_check_method(args: argparse.Namespace) -> None:
+    from benchlib.method_check import check_method
+
+    check_method(args.name)
 
 
 def cmd_check_config(args: argparse.Namespace) -> None:
@@ -297,7 +331,7 @@ def cmd_selections(args: argparse.Namespace) -> None:
 
     for path in args.metrics:
         try:
-            metrics = json.loads(Path(path).read_text())
+            metrics = loads_json(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise BenchlibError(
                 f"cannot read metrics file {path} ({exc}); run its cell first"
@@ -339,6 +373,7 @@ _OWN_KERNELS = ("cmd_run", "cmd_run_cell", "cmd_forkserver")
 # One example command line per subcommand, shown at the end of its --help (the Snakemake rules
 # run the spec-taking steps; `benchlib targets --specs` prints the specs they pass).
 EXAMPLES = {
+    "claims": "benchlib claims reports/mnist5k_claims.csv",
     "prepare": 'benchlib prepare --spec \'{"dataset": "mnist5k", "source": "mnist5k", '
     '"params": {}}\' --out results/data/mnist5k',
     "download": "benchlib download --spec @dataset.json "
@@ -359,6 +394,7 @@ EXAMPLES = {
     "--description 'make demo on our cluster'",
     "verify": "benchlib verify results/runs/mnist5k   (the demo against its reference digest)",
     "check-config": "benchlib check-config config/demo.yaml",
+    "check-method": "benchlib check-method fedavgm   (a plugin's method, where it is installed)",
     "targets": "benchlib targets config/demo.yaml   (or: benchlib targets --specs)",
     "selections": "benchlib selections --from-round 3 results/runs/mnist5k/sfa/lightyear/k3/"
     "seed0/metrics.json",
@@ -492,6 +528,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="config/reference/demo_digest.json",
         help="reference digest (default: the demo's, config/reference/demo_digest.json)",
     )
+
+    p = add(
+        "claims",
+        cmd_claims,
+        "print the verdict table of a claims report (its CSV): one line per claim and reading",
+    )
+    p.add_argument("csv", help="the report's CSV, e.g. reports/mnist5k_claims.csv")
+
+    p = add(
+        "check-method",
+        cmd_check_method,
+        "train a method's tiny cell in each of its variants and check that a stopped run "
+        "resumes to the same bytes (the checks every built-in method passes)",
+    )
+    p.add_argument("name", help="a registered method, built-in or a plugin's, e.g. fedavgm")
 
     p = add("check-config", cmd_check_config, "validate a config file")
     p.add_argument("config", help="config file, e.g. config/demo.yaml")

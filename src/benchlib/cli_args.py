@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.errors import BenchlibError
+from benchlib.io import loads_json
+from benchlib.limits import MAX_THREADS
 
 
 def parse_spec(text: str) -> dict[str, Any]:
@@ -21,12 +23,19 @@ def parse_spec(text: str) -> dict[str, Any]:
         except UnicodeDecodeError as exc:
             raise BenchlibError(f"spec file {path} is not UTF-8 JSON; regenerate it") from exc
     try:
-        spec = json.loads(text)
+        spec = loads_json(text, parse_constant=_not_finite)
     except json.JSONDecodeError as exc:
         raise BenchlibError(f"--spec is not valid JSON ({exc.msg}); pass a JSON object") from exc
     if not isinstance(spec, dict):
         raise BenchlibError("--spec must be a JSON object")
     return spec
+
+
+def _not_finite(name: str) -> None:
+    """Python's JSON reads NaN and Infinity; a spec never holds them (every hash refuses them)."""
+    raise BenchlibError(
+        f"--spec holds {name}, not a finite number; pass the spec the workflow generates"
+    )
 
 
 def require_keys(spec: dict[str, Any], keys: tuple[str, ...], what: str) -> None:
@@ -61,6 +70,10 @@ def set_threads(threads: int | None) -> None:
     """Torch intra-op threads for this process (None: torch's default); checked."""
     if threads is not None and threads < 1:
         raise BenchlibError(f"--threads must be at least 1, got {threads}")
+    if threads is not None and threads > MAX_THREADS:  # each one a thread stack: memory runs out
+        raise BenchlibError(
+            f"--threads {threads} is more than {MAX_THREADS}; set --threads <= {MAX_THREADS}"
+        )
     if threads:
         import torch
 

@@ -22,6 +22,7 @@ check-config`` and never faked. An experiment that names a method id not defined
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import logging
 import math
@@ -40,6 +41,7 @@ from benchlib.axes import (
     changes_data,
     get_axis,
     is_default_reading,
+    reading_combinations,
     variant_suffix,
     variants,
 )
@@ -56,11 +58,12 @@ from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODEL_INIT, ModelSettings
 from benchlib.params import bound_fix
+from benchlib.plugin_use import planned_plugins
 from benchlib.readings import method_settings
 from benchlib.settings import Entry, SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
 from benchlib.tasks.catalog import TASKS, loss_settings
-from benchlib.yaml_load import load_yaml, load_yaml_file
+from benchlib.yaml_load import load_config_file, load_yaml
 
 LOG = logging.getLogger("benchlib")
 NO_MALFUNCTION = "none"
@@ -91,15 +94,6 @@ def schema() -> dict[str, Any]:
         if declared.params:
             malfunction[name] = declared.params.schema()
     return result
-
-
-def load_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config file with clear errors for missing or malformed files."""
-    path = Path(path)
-    require(path.is_file(), f"config file {path} not found; pass an existing --configfile")
-    data = load_yaml_file(path, "config file")
-    require(isinstance(data, dict), f"config file {path} must hold a mapping at the top level")
-    return data
 
 
 def _location(error: jsonschema.ValidationError) -> str:
@@ -245,8 +239,11 @@ class Config:
     """A validated config with the lookups the workflow and the CLI need."""
 
     def __init__(self, raw: dict[str, Any]) -> None:
+        from benchlib.paper_configs import with_added_methods
+
         validate_schema(raw)
-        self.raw = raw  # the file as given: never changed
+        raw = with_added_methods(raw)  # add_methods: the experiments' method lists extended
+        self.raw = raw  # the file as given (add_methods applied): never changed
         # the dataset entries as given, plus one per grid-axis variant (see _expand_axes);
         # _check_semantics resolves each once into self.datasets
         self._given_datasets: dict[str, dict[str, Any]] = copy.deepcopy(raw["datasets"])
@@ -337,7 +334,7 @@ class Config:
         """Replace every experiment that has ``axes`` by one variant per value combination."""
         expanded: dict[str, dict[str, Any]] = {}
         for name, exp in self.experiments.items():
-            if not exp.get("axes"):
+            if not exp.get("axes") and not exp.get("combinations"):
                 expanded[name] = exp
                 continue
             require(
@@ -345,7 +342,16 @@ class Config:
                 f"experiment {name}: dataset {exp['dataset']!r} is not defined under datasets",
             )
             try:
-                for suffix, chosen in variants(exp["axes"]):
+                require(
+                    not (exp.get("axes") and exp.get("combinations")),
+                    "give axes (every combination) or combinations (the listed ones), not both",
+                )
+                if exp.get("combinations"):
+                    registered = [self._method_names[m] for m in exp["methods"]]
+                    combos = reading_combinations(exp["combinations"], registered)
+                else:
+                    combos = [(s, c, None) for s, c in variants(exp["axes"])]
+                for suffix, chosen, homed in combos:
                     variant_name = f"{name}{SEPARATOR}{suffix}" if suffix else name
                     taken = variant_name in expanded or variant_name in self.raw["experiments"]
                     require(
@@ -364,7 +370,10 @@ class Config:
                     split = self._variant_dataset(exp["dataset"], data_axes)
                     dataset = self._variant_dataset(exp["dataset"], on_dataset)
                     self.splits[dataset] = split
-                    variant = {k: v for k, v in exp.items() if k != "axes"}
+                    variant = {k: v for k, v in exp.items() if k not in ("axes", "combinations")}
+                    if homed is not None:  # only the cells of listed combinations it holds
+                        kept = [m for m in exp["methods"] if self._method_names[m] in homed]
+                        variant.update(implied=True, default_reports=False, methods=kept)
                     expanded[variant_name] = {
                         **variant,
                         "dataset": dataset,
@@ -516,7 +525,7 @@ class Config:
         ds = self.datasets[dataset_name]
         entry = self.methods[cell.method]
         experiment = self.experiments[cell.experiment]
-        return CellSpec(
+        spec = CellSpec(
             experiment=cell.experiment,
             dataset=dataset_name,
             method_id=cell.method,
@@ -533,7 +542,11 @@ class Config:
             transforms=ds.transforms,
             held_out=ds.held_out,
             axes=experiment["axes_values"],
+            plugins={},
         )
+        # the versions of the plugins it uses are part of the cell's identity
+        plugins = planned_plugins(spec, ds.source, ds.partition["name"])
+        return dataclasses.replace(spec, plugins=plugins)
 
     def dataset_label(self, dataset: str) -> str:
         return self.datasets[dataset].label
@@ -578,6 +591,7 @@ def experiment_entry(name: str, entry: dict[str, Any], implemented: set[str]) ->
         "method_settings": {},
         "cell_experiments": {},
         "readings": {},
+        "implied": False,  # a combination not listed, only home to cells of listed ones
     }
     filled["methods"] = [m for m in filled["methods"] if m in implemented]
     return filled
@@ -590,5 +604,7 @@ def method_entry(method_id: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_config(path: str | Path) -> Config:
-    """Load and validate a config file."""
-    return Config(load_config_file(path))
+    """Load and validate a config file (laid over the paper grids if it says so)."""
+    from benchlib.paper_configs import with_paper_grids
+
+    return Config(with_paper_grids(load_config_file(path)))

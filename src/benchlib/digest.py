@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.errors import BenchlibError
-from benchlib.io import write_json_atomic
+from benchlib.io import loads_json, write_json_atomic
 from benchlib.spec import Cell
 
 FORMAT = 1
@@ -97,7 +97,7 @@ def read_run(paths: Iterable[Path]) -> Run:
             raise BenchlibError(f"{path} does not exist; pass a results folder or metrics.json")
     for file in files:
         try:
-            metrics = json.loads(file.read_text())
+            metrics = loads_json(file.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise BenchlibError(f"{file} is not readable JSON ({exc}); rerun its cell") from exc
         key = cell_key(metrics)
@@ -138,7 +138,7 @@ def read_digest(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise BenchlibError(f"digest file {path} not found; write one with `benchlib digest`")
     try:
-        digest = json.loads(path.read_text())
+        digest = loads_json(path.read_text())
     except json.JSONDecodeError as exc:
         raise BenchlibError(f"digest file {path} is not valid JSON ({exc.msg})") from exc
     if not isinstance(digest, dict) or digest.get("format") != FORMAT or "cells" not in digest:

@@ -1,7 +1,8 @@
 """The generated pages of docs/: the module map (from the module docstrings), the lists of
-methods, models, dataset sources and report kinds (from their registries) and the parameter
-reference (from the declarations). ``benchlib docs`` (``make docs``) writes them and
-``benchlib docs --check`` names the stale ones. Torch-free: docstrings are read with ``ast``.
+methods, models, dataset sources and report kinds (from their registries), the parameter
+reference (from the declarations) and config/README.md (from the config schema). ``benchlib
+docs`` (``make docs``) writes them and ``benchlib docs --check`` names the stale ones.
+Torch-free: docstrings are read with ``ast``.
 """
 
 from __future__ import annotations
@@ -251,31 +252,185 @@ def readings() -> str:
     return "\n".join(lines)
 
 
+# config/README.md: the catalog's "Configuration" page; every key comes from the config schema's
+# file, whose descriptions are written for users (implementation notes are YAML comments there).
+CONFIG_SECTIONS = (
+    ("Top level", ()),
+    ("`datasets.<id>`", ("datasets",)),
+    ("`methods.<id>`", ("methods",)),
+    ("`experiments.<id>`", ("experiments",)),
+    ("`reports.<name>`", ("reports",)),
+)
+
+
+def config_schema_file() -> dict:
+    """The config schema as written in ``schemas/config.schema.yaml`` (before the code fills in
+    the sections it declares): the descriptions of every key."""
+    from importlib import resources
+
+    import yaml
+
+    return yaml.safe_load(
+        resources.files("benchlib").joinpath("schemas/config.schema.yaml").read_text()
+    )
+
+
+def config_key_tables(schema: dict) -> list[str]:
+    """One table per config section: key, required, what (the key's schema description)."""
+    lines = []
+    for title, path in CONFIG_SECTIONS:
+        section = schema
+        for name in path:
+            section = section["properties"][name]["additionalProperties"]
+        required = set(section.get("required", ()))
+        rows = []
+        for key, entry in section["properties"].items():
+            if "description" not in entry:
+                where = ".".join([*path, key])
+                raise BenchlibError(f"config schema: {where} has no description; add one")
+            rows.append(
+                (f"`{key}`", "yes" if key in required else "no", _clean(entry["description"]))
+            )
+        lines += [f"{title}:", "", *_table(("key", "required", "what"), rows)]
+    return lines
+
+
+def config_readme() -> str:
+    """config/README.md: what the default config is, how to pass another, and every key."""
+    return "\n".join(
+        [
+            "# Configuration",
+            "",
+            "`config/config.yaml` is the default config of `workflow/Snakefile`, the workflow's "
+            "entry in the Snakemake workflow catalog's layout, and the config a deployment made "
+            "with `snakedeploy deploy-workflow` starts from. It is benchlib's laptop demo "
+            "(`config/demo.yaml`): 4 methods x 4 malfunctions x k = 0..7 on the embedded mnist5k "
+            "dataset, offline, 116 cells, so a bare `snakemake -n` plans something small. Edit "
+            "it, or run another config with `--configfile=FILE`; every config is standalone and "
+            "complete. In a deployment, whose own Snakefile reads `config/config.yaml`, add "
+            "`--replace-workflow-config`, or Snakemake merges the two files.",
+            "",
+            "A config without `experiments` is the three papers' grids (`config/paper/*.yaml` "
+            "merged), so that every paper target resolves by name; that is what benchlib's "
+            "top-level `Snakefile` plans with no `--configfile` (`snakemake -n "
+            "tables/femnist_ana.tex` in a checkout). The shipped configs, the targets and the "
+            "reports: [docs/guide/configs.md](../docs/guide/configs.md).",
+            "",
+            "## Every key of a config file",
+            "",
+            "A config is one YAML file, checked when it loads: an unknown key stops `snakemake "
+            "-n` with one line naming it and the closest accepted one. The parameters of "
+            "sources, partitioners, models, methods, malfunctions, losses, report kinds and a "
+            "dataset's `training`, `split`, `transforms` and `corruption` sections, with their "
+            "types and defaults: [docs/guide/parameters.md](../docs/guide/parameters.md). "
+            + _generated_note("`src/benchlib/schemas/config.schema.yaml`"),
+            "",
+            *config_key_tables(config_schema_file()),
+        ]
+    )
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "docs/develop/modules.md": module_map,
     "docs/guide/components.md": components,
     "docs/guide/parameters.md": parameters,
     "docs/papers/readings.md": readings,
+    "config/README.md": config_readme,
 }
+
+
+# The demo's numbers the README quotes: from the collected CSVs of a `make demo` run kept in
+# tests/golden/demo (`make demo-golden` copies them there; `make demo` fails when they differ
+# from its own).
+DEMO_GOLDEN = Path("tests", "golden", "demo")
+DEMO_MALFUNCTIONS = ("ana", "sfa", "random", "dynamic")
+
+
+def demo_ranking(root: Path) -> str:
+    """The README's demo ranking: Friedman test, Nemenyi CD, mean ranks and IQM with its CI,
+    computed by the ranking kind from the golden collected CSVs of the demo."""
+    import pandas as pd
+
+    from benchlib.config import Config, load_config_file
+    from benchlib.report.kinds.common.ranking import compute
+
+    report = Config(load_config_file(root / "config" / "demo.yaml")).reports["mnist5k_ranking"]
+    paths = [root / DEMO_GOLDEN / f"mnist5k_{m}.csv" for m in DEMO_MALFUNCTIONS]
+    frame = pd.concat([pd.read_csv(p) for p in paths]).drop_duplicates(ignore_index=True)
+    ranking = compute(report.spec, frame)
+    labels = dict(tuple(m) for m in report.spec["methods"])
+    seeds = sorted(frame["seed"].unique())
+    blocks = "one seed: malfunction x k only" if len(seeds) == 1 else f"{len(seeds)} seeds"
+    test, aggregate = ranking.friedman, ranking.aggregate
+    rows = [
+        (
+            labels[method],
+            f"{ranking.mean_ranks[method]:.2f}",
+            f"{100 * aggregate.point[method]:.1f} [{100 * aggregate.low[method]:.1f}, "
+            f"{100 * aggregate.high[method]:.1f}]",
+        )
+        for method in ranking.order
+    ]
+    return "\n".join(
+        [
+            f"The demo's, `figures/mnist5k_ranking.pdf` ({len(ranking.blocks.scores)} blocks, "
+            f"{blocks}): Friedman chi2({len(labels) - 1}) = {test.statistic:.1f}, "
+            f"p = {test.p_value:.2g}, Nemenyi CD = {ranking.cd:.2f}.",
+            "",
+            *_table(("method", "mean rank", "IQM accuracy (%) [95 % CI]"), rows),
+        ]
+    )
+
+
+# Hand-written pages with one generated part, between these two lines: name -> (page, render)
+REGION_START = "<!-- generated by make docs: {name}; do not edit by hand -->"
+REGION_END = "<!-- end of generated: {name} -->"
+REGIONS: dict[str, tuple[str, Callable[[Path], str]]] = {
+    "config keys": (
+        "docs/guide/configs.md",
+        lambda root: "\n".join(config_key_tables(config_schema_file())),
+    ),
+    "demo ranking": ("README.md", lambda root: demo_ranking(root)),
+}
+
+
+def with_region(text: str, name: str, body: str, page: str) -> str:
+    """``text`` with the generated region ``name`` replaced by ``body``."""
+    start, end = REGION_START.format(name=name), REGION_END.format(name=name)
+    if text.count(start) != 1 or text.count(end) != 1:
+        raise BenchlibError(f"{page}: needs one line '{start}' and one '{end}'")
+    before, rest = text.split(start + "\n", 1)
+    _, after = rest.split(end, 1)
+    return f"{before}{start}\n{body.rstrip()}\n{end}{after}"
+
+
+def rendered(root: Path) -> dict[str, str]:
+    """Every generated page's text, and every page with a generated region, as the code gives
+    them now (pages relative to ``root``)."""
+    texts = {page: render() for page, render in PAGES.items()}
+    for name, (page, render) in REGIONS.items():
+        if (root / page).is_file():  # the hand-written rest cannot be generated
+            texts[page] = with_region((root / page).read_text(), name, render(root), page)
+    return texts
 
 
 def stale_pages(root: Path) -> list[str]:
     """The generated pages under ``root`` whose text differs from what the code gives now."""
-    stale = []
-    for page, render in PAGES.items():
-        path = root / page
-        if not path.is_file() or path.read_text() != render():
-            stale.append(page)
-    return stale
+    return [
+        page
+        for page, text in rendered(root).items()
+        if not (root / page).is_file() or (root / page).read_text() != text
+    ]
 
 
 def write_pages(root: Path) -> list[str]:
-    """Write every generated page under ``root`` (atomically); returns the pages written."""
+    """Write every generated page and region under ``root`` (atomically); returns the pages."""
     from benchlib.io import write_text_atomic
 
-    for page, render in PAGES.items():
-        write_text_atomic(root / page, render())
-    return list(PAGES)
+    texts = rendered(root)
+    for page, text in texts.items():
+        write_text_atomic(root / page, text)
+    return list(texts)
 
 
 def cmd_docs(args: argparse.Namespace) -> None:
@@ -284,7 +439,7 @@ def cmd_docs(args: argparse.Namespace) -> None:
         stale = stale_pages(root)
         if stale:
             raise BenchlibError(f"out of date: {', '.join(stale)}; run {REGENERATE}")
-        print(f"{len(PAGES)} generated pages are current")
+        print(f"{len(PAGES) + len(REGIONS)} generated pages are current")
         return
     for page in write_pages(root):
         print(f"wrote {page}")
@@ -296,7 +451,7 @@ def register(add) -> None:
         "docs",
         cmd_docs,
         "write the generated pages of docs/ (module map, components, parameter reference, "
-        "readings)",
+        "readings) and config/README.md",
     )
     p.epilog = "example: benchlib docs --check   (what make docs writes, compared, nothing written)"
     p.add_argument("--root", default=".", help="the clone whose docs/ to write (default .)")

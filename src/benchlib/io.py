@@ -134,6 +134,17 @@ def dumps_json(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
+def loads_json(text: str | bytes, **options: Any) -> Any:
+    """``json.loads`` (with ``options``), with JSON nested too deeply for the parser
+    (``[[[...]]]`` 100,000 deep) raised as the :class:`json.JSONDecodeError` of any malformed
+    JSON, not a RecursionError."""
+    try:
+        return json.loads(text, **options)
+    except RecursionError:
+        shown = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
+        raise json.JSONDecodeError("nested too deeply", shown[:100], 0) from None
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     """Write ``obj`` as canonical JSON to ``path`` atomically."""
     write_text_atomic(path, dumps_json(obj))

@@ -42,12 +42,14 @@ FIGURE_PNG = f"{FIGURES}/{{report}}.png"
 FIGURE_NUMBERS = f"{FIGURES}/{{report}}.csv"
 MARKDOWN = f"{REPORTS}/{{report}}.md"
 MARKDOWN_PDF = f"{REPORTS}/{{report}}.pdf"
+MARKDOWN_NUMBERS = f"{REPORTS}/{{report}}.csv"
 # what a report of each output kind writes
 REPORT_OUTPUTS: dict[str, tuple[str, ...]] = {
     "table": (TABLE,),
     "figure": (FIGURE_PDF, FIGURE_PNG),
     "figure_numbers": (FIGURE_PDF, FIGURE_PNG, FIGURE_NUMBERS),
     "markdown": (MARKDOWN, MARKDOWN_PDF),  # text report + its figure
+    "markdown_numbers": (MARKDOWN, MARKDOWN_PDF, MARKDOWN_NUMBERS),  # + the numbers it shows
 }
 HTML_TABLE = f"{RESULTS}/report/tables/{{report}}.html"
 HTML_STATUS = f"{RESULTS}/report/status.html"

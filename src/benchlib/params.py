@@ -222,8 +222,12 @@ def bound_fix(error: Any) -> str:
     fix, ``; set <key> <= <bound>``; else nothing."""
     if error.validator != "maximum" or not error.path:
         return ""
+    from benchlib.limits import COSTS
+
     key = next((str(p) for p in reversed(error.path) if not isinstance(p, int)), "it")
-    return f"; set {key} <= {error.validator_value}"
+    cost = COSTS.get(key)
+    why = f" ({cost(error.instance)})" if cost is not None and type(error.instance) is int else ""
+    return f"{why}; set {key} <= {error.validator_value}"
 
 
 NO_PARAMS = Params()

@@ -14,12 +14,20 @@ while a plugin's module imports is recorded as that plugin's, so ``benchlib plug
 who provides what and a cell's provenance can name the plugin packages it used.
 
 A plugin whose module fails to import is kept with its error: :func:`require_loadable` turns it
-into one line naming the plugin, its package and the error (checked when a config loads).
+into one line naming the plugin, its package and the error (checked when a config loads). Any
+failure counts, ``sys.exit`` and argument parsing at import included (the module sees only its
+own name in ``sys.argv``, and what it prints while importing is kept for the error); only
+Ctrl-C (KeyboardInterrupt) goes through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
+import os
+import sys
+import sysconfig
 import traceback
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -86,13 +94,51 @@ def load_plugins() -> list[Plugin]:
         plugin = Plugin(entry_point.name, entry_point.module, package, version)
         _plugins.append(plugin)
         with _registering_as(plugin):
-            try:
-                importlib.import_module(entry_point.module)
-            except Exception as exc:  # a broken plugin must not take the error's context away
-                last = traceback.extract_tb(exc.__traceback__)[-1:]
-                where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
-                plugin.error = f"{type(exc).__name__}: {exc}{where}"
+            plugin.error = _import_plugin_module(entry_point.module)
     return _plugins
+
+
+def loading() -> bool:
+    """Whether a plugin's module is being imported now (its registrations are its own)."""
+    return _loading is not None
+
+
+def _import_plugin_module(module: str) -> str:
+    """Import a plugin's module; "" or its error in words. A plugin module must not end the
+    process, parse benchlib's command line or print benchlib's usage: while it imports,
+    ``sys.argv`` holds only its name and its output is held back (printed when it loads, quoted
+    in the error when it fails)."""
+    printed = io.StringIO()
+    argv = sys.argv
+    sys.argv = [module]
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            importlib.import_module(module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit too: a broken plugin never ends benchlib silently
+        sys.modules.pop(module, None)
+        return _describe(exc, printed.getvalue())
+    finally:
+        sys.argv = argv
+    if printed.getvalue():
+        sys.stderr.write(printed.getvalue())
+    return ""
+
+
+def _describe(exc: BaseException, printed: str) -> str:
+    """One line: the exception, where it was raised, and the last line the plugin printed."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = os.path.dirname(os.path.abspath(__file__)), sysconfig.get_paths()["stdlib"]
+    theirs = [f for f in frames if not f.filename.startswith(own)]  # the plugin's own line
+    last = (theirs or frames)[-1:]
+    where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
+    if isinstance(exc, SystemExit):
+        text = f"it called sys.exit({exc.code!r}) while importing{where}"
+    else:
+        text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{where}"
+    said = [line.strip() for line in printed.splitlines() if line.strip()]
+    return f"{text}; it printed {said[-1]!r}" if said else text
 
 
 def record_registration(kind: str, name: str) -> None:

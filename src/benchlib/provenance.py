@@ -1,8 +1,10 @@
 """Where a run's numbers came from: code version, library versions, device and CPU kernels.
 
 Every cell's metrics.json carries :func:`cell_provenance` under ``provenance``; ``benchlib
---version`` prints :func:`version_line`. The git part is read from the checkout that holds this
-package ("unknown" outside a clone, e.g. after a plain ``pip install``).
+--version`` prints :func:`version_line`. Where the code came from (:func:`git_state`): the
+checkout that holds this package (an editable install, ``PYTHONPATH``), else what a ``pip
+install`` recorded when it built the package (``_origin.json``, setup.py: the clone's commit, or
+none for a package built without git), so a cell always names its code by commit or version.
 """
 
 from __future__ import annotations
@@ -15,13 +17,42 @@ from pathlib import Path
 from typing import Any
 
 import benchlib
+from benchlib.plugin_use import PARTITIONER, SOURCE, spec_components
 
 PACKAGE_ROOT = Path(benchlib.__file__).resolve().parents[2]  # the checkout of a src layout
+ORIGIN = Path(benchlib.__file__).resolve().parent / "_origin.json"  # written by a pip install
+CHECKOUT, CLONE, PACKAGE = "git checkout", "git clone", "package"  # installed_from values
 
 
 @functools.cache
-def git_state(root: Path = PACKAGE_ROOT) -> dict[str, Any]:
-    """``{"commit": sha or "unknown", "dirty": bool or None}`` of the checkout at ``root``."""
+def git_state(root: Path = PACKAGE_ROOT, origin: Path = ORIGIN) -> dict[str, Any]:
+    """``{"commit", "dirty", "installed_from"}``: the commit and uncommitted changes of the
+    checkout at ``root`` (``installed_from`` "git checkout"); else those recorded in ``origin``
+    by the pip install that built the package ("git clone", or "package" with commit None when
+    it was built without git); else commit None, "package" (the version names the code)."""
+    if not (root / ".git").exists():
+        return _recorded_origin(origin)
+    state = _checkout_state(root)
+    return state if state["commit"] else _recorded_origin(origin)
+
+
+def _recorded_origin(origin: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        recorded = json.loads(origin.read_text())
+    except (OSError, ValueError):
+        recorded = {}
+    return {
+        "commit": recorded.get("commit"),
+        "dirty": recorded.get("dirty"),
+        "installed_from": CLONE if recorded.get("commit") else PACKAGE,
+    }
+
+
+def _checkout_state(root: Path) -> dict[str, Any]:
+    """The commit and uncommitted changes of the checkout at ``root`` (commit None if git
+    cannot tell)."""
 
     def git(*args: str) -> str | None:
         try:
@@ -32,21 +63,24 @@ def git_state(root: Path = PACKAGE_ROOT) -> dict[str, Any]:
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
-    if not (root / ".git").exists():
-        return {"commit": "unknown", "dirty": None}
     commit = git("rev-parse", "HEAD")
     if not commit:
-        return {"commit": "unknown", "dirty": None}
+        return {"commit": None, "dirty": None, "installed_from": CHECKOUT}
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
+    dirty = None if status is None else bool(status)
+    return {"commit": commit, "dirty": dirty, "installed_from": CHECKOUT}
 
 
 def version_line() -> str:
-    """``benchlib 0.1.0 (commit abc1234, dirty)`` - what ``benchlib --version`` prints."""
+    """``benchlib 0.1.0 (commit abc1234, uncommitted changes)`` - what ``benchlib --version``
+    prints; ``(commit abc1234, installed from a git clone)`` after a pip install of a clone,
+    ``(package, no git commit)`` for a package built without git."""
     state = git_state()
-    commit = state["commit"] if state["commit"] == "unknown" else state["commit"][:12]
+    if not state["commit"]:
+        return f"benchlib {benchlib.__version__} (package, no git commit)"
     dirty = ", uncommitted changes" if state["dirty"] else ""
-    return f"benchlib {benchlib.__version__} (commit {commit}{dirty})"
+    source = ", installed from a git clone" if state["installed_from"] == CLONE else ""
+    return f"benchlib {benchlib.__version__} (commit {state['commit'][:12]}{dirty}{source})"
 
 
 def _version(package: str) -> str | None:
@@ -54,32 +88,6 @@ def _version(package: str) -> str | None:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
-
-
-SOURCE = "dataset source"  # registry kinds of the components a store and a split record
-PARTITIONER = "partitioner"
-
-
-def spec_components(spec: Any) -> list[tuple[str, str]]:
-    """The registered components cell ``spec`` names, as (registry kind, name): its method,
-    model, malfunction and task (declaration and implementation), and the grid axes and readings
-    of a variant experiment. (A ``<malfunction>.<parameter>`` axis adds nothing: the cell's own
-    malfunction is listed, and another's parameter does not reach its numbers.)"""
-    from benchlib.axes import READING_PREFIX
-
-    components = [
-        ("method", spec.method),
-        ("model", spec.model["name"]),
-        ("malfunction", spec.malfunction),
-        ("task", spec.task),
-        ("task implementation", spec.task),
-    ]
-    for axis in spec.axes:
-        if axis.startswith(READING_PREFIX):
-            components.append(("reading", axis.removeprefix(READING_PREFIX)))
-        elif "." not in axis:
-            components.append(("grid axis", axis))
-    return components
 
 
 def plugins_used(

@@ -142,6 +142,27 @@ def method_settings(reading: Reading, alternative: str, method: str) -> dict[str
     return copy.deepcopy(dict(reading.alternative(alternative).methods.get(method, {})))
 
 
+def cell_readings(method: str, params: Mapping[str, Any]) -> dict[str, str]:
+    """{reading: alternative} of a cell of registered method ``method`` with the resolved
+    parameters ``params``: every declared reading whose alternatives set parameters of the
+    method, each with the alternative whose settings ``params`` holds, defaults included, or
+    ``"(other)"`` when the parameters match none (a config that sets them directly). Readings
+    that set dataset settings only are named in the spec's ``axes`` when swept."""
+    found: dict[str, str] = {}
+    for name in READINGS.names():
+        reading = READINGS.get(name)
+        if method not in reading.methods:
+            continue
+        match = "(other)"
+        for alt in reading.alternatives:
+            settings = alt.methods.get(method)
+            if settings and all(params.get(k) == v for k, v in settings.items()):
+                match = alt.name
+                break
+        found[name] = match
+    return found
+
+
 # ------------------------------------------------------------------------- the declarations
 def _gamma(value: float, meaning: str) -> Alternative:
     return Alternative(
@@ -257,6 +278,257 @@ declare_reading(
         affects=_TFL_TABLES,
     )
 )
+
+declare_reading(
+    Reading(
+        name="embedding",
+        paper="TFL",
+        question=(
+            "Which model stands for a client that was not drawn recently when the graph is "
+            "built: only the drawn clients train in a round, so a client's last transmitted "
+            "model can be many rounds old."
+        ),
+        quotes=(
+            'Sec. 3.1: "We propose to utilize model weights to learn client topology"; Eq. 4 '
+            'uses "theta denotes the model of local clients"',
+            'Algorithm 1: "server samples m clients according to lambda^(t)", and every f '
+            'rounds "server updating graph G via Equation 4"; it does not say which model a '
+            "client not sampled this round contributes",
+        ),
+        alternatives=(
+            Alternative(
+                "latest",
+                "each client's latest transmitted model, however old (a client not drawn yet "
+                "is left out)",
+                methods={"tfl": {"embedding": "latest"}},
+            ),
+            Alternative(
+                "recent",
+                "only the clients drawn in the last f rounds are nodes; the others get the "
+                "smallest node mass",
+                methods={"tfl": {"embedding": "recent"}},
+            ),
+            Alternative(
+                "current",
+                "every federation client trains from the global model in a topology round "
+                "(weight 0 in the new model unless drawn): every node is a model of this round",
+                methods={"tfl": {"embedding": "current"}},
+            ),
+        ),
+        default="latest",
+        why=(
+            "it is what the server holds without extra training or bookkeeping. On TPT-48 one "
+            "stale client maps every pair with itself to about 0 after min-max scaling and the "
+            "rest into [0.6, 1], so the graph becomes a clique plus isolated nodes and the prior "
+            "uniform: the alternatives test whether staleness decides TFL's numbers"
+        ),
+        affects="every TFL cell (Tables 1-10, Figures 1, 2, 6-8)",
+    )
+)
+
+declare_reading(
+    Reading(
+        name="similarity_scaling",
+        paper="TFL",
+        question=(
+            "How the model similarities are put on the scale of the threshold epsilon = 0.4 "
+            "(raw dot products of model weights are not within [0, 1])."
+        ),
+        quotes=(
+            'Sec. 3.1 (Figure 4): "For a clear comparison, we normalized all scores into '
+            '[0,1]" (client 10 against every other client)',
+            'Sec. 3.1: "hard thresholding on W to construct epsilon-graph"; "we mask out (i.e., '
+            'set to zero) those elements in W smaller than a non-negative threshold epsilon"',
+        ),
+        alternatives=(
+            Alternative(
+                "minmax",
+                "min-max scaling over all off-diagonal pairs",
+                methods={"tfl": {"scaling": "minmax"}},
+            ),
+            Alternative(
+                "row",
+                "each client's row min-max scaled over the other clients, as Figure 4 scales "
+                "client 10's row; an edge needs both rows to reach epsilon",
+                methods={"tfl": {"scaling": "row"}},
+            ),
+            Alternative(
+                "max",
+                "divided by the largest off-diagonal similarity (distances: 1 - d / max d)",
+                methods={"tfl": {"scaling": "max"}},
+            ),
+        ),
+        default="minmax",
+        why=(
+            "it puts the whole matrix on [0, 1] as Figure 4 puts a row, so epsilon = 0.4 is a "
+            "share of the observed range; division by the maximum leaves dot products of "
+            "similar-sized models all near 1 (a complete graph)"
+        ),
+        affects="every TFL cell (Tables 1-10, Figures 1, 2, 4, 6-8)",
+    )
+)
+
+declare_reading(
+    Reading(
+        name="client_draws",
+        paper="TFL (and DRFA)",
+        question=(
+            "How the m clients of a round are drawn according to lambda, and how their models "
+            "are combined."
+        ),
+        quotes=(
+            'Algorithm 1: "server samples m clients according to lambda^(t)"; "server computes '
+            'theta^(t+1) = sum_{i=1}^m theta_i^(t+1)"; m is not given',
+            'DRFA Algorithm 1: "sample clients according to lambda", then the average of their '
+            "models",
+        ),
+        alternatives=(
+            Alternative(
+                "with_replacement",
+                "m = K draws by lambda with replacement; the mean of the drawn models, a client "
+                "drawn twice counting twice",
+                methods={
+                    "tfl": {"draws": "with_replacement"},
+                    "drfa": {"draws": "with_replacement"},
+                },
+            ),
+            Alternative(
+                "without_replacement",
+                "every federation client once (m = K without replacement), the models weighted "
+                "by lambda: the expectation of the draws (with m = K and a plain mean lambda "
+                "would not matter)",
+                methods={
+                    "tfl": {"draws": "without_replacement"},
+                    "drfa": {"draws": "without_replacement"},
+                },
+            ),
+        ),
+        default="with_replacement",
+        why=(
+            "it is Algorithm 1's sampling read literally with m = K, so lambda decides which "
+            "models enter the mean; DRFA's paper variant draws the same way"
+        ),
+        affects=(
+            "every TFL cell and every DRFA cell of the paper variant (Tables 1-5 and 7-10, "
+            "Figures 1, 2, 6-8)"
+        ),
+        not_offered=("m < K without replacement: the papers give no m for any dataset",),
+    )
+)
+
+declare_reading(
+    Reading(
+        name="dual_schedule",
+        paper="TFL (and DRFA)",
+        question=(
+            "The schedule of the dual step around gamma: DRFA's tau x gamma x 0.9^(s+1) (tau "
+            "the local steps, 0.9 the authors' per-round decay), or without tau, or without "
+            "the decay."
+        ),
+        quotes=(
+            'TFL Eq. 7: "eta^t is the step size" (a schedule in t, not given)',
+            "DRFA Algorithm 1: lambda^(s+1) = P(lambda^(s) + tau gamma v); the DRFA authors' "
+            "code multiplies gamma by 0.9 at the start of every round",
+        ),
+        alternatives=(
+            Alternative(
+                "tau_decay",
+                "tau x gamma x 0.9^(s+1) (DRFA's algorithm with the authors' decay)",
+                methods={
+                    "tfl": {"local_step_scale": True, "lr_decay": 0.9},
+                    "drfa": {"local_step_scale": True, "gamma_decay": 0.9},
+                },
+            ),
+            Alternative(
+                "no_tau",
+                "gamma x 0.9^(s+1): the step does not grow with the local steps",
+                methods={
+                    "tfl": {"local_step_scale": False, "lr_decay": 0.9},
+                    "drfa": {"local_step_scale": False, "gamma_decay": 0.9},
+                },
+            ),
+            Alternative(
+                "no_decay",
+                "tau x gamma in every round (a constant step)",
+                methods={
+                    "tfl": {"local_step_scale": True, "lr_decay": 1.0},
+                    "drfa": {"local_step_scale": True, "gamma_decay": 1.0},
+                },
+            ),
+        ),
+        default="tau_decay",
+        why=(
+            "DRFA's update multiplies by tau and the DRFA authors' code decays gamma by 0.9 per "
+            "round; TFL states no schedule and shares DRFA's here"
+        ),
+        affects=_TFL_TABLES,
+    )
+)
+
+declare_reading(
+    Reading(
+        name="drfa_variant",
+        paper="DRFA (TFL's baseline)",
+        question=(
+            "DRFA as its paper writes it (clients drawn by lambda, the mean of their models) or "
+            "as the DRFA authors' code runs it (clients drawn uniformly, the server step "
+            "w - sum_i lambda_i (N/m)(w - w_i))."
+        ),
+        quotes=(
+            'DRFA Algorithm 1: "sample clients according to lambda"',
+            "TFL Sec. 4 names DRFA as a baseline and cites its paper, not its code",
+        ),
+        alternatives=(
+            Alternative(
+                "paper",
+                "lambda-sampling and the mean of the drawn models",
+                methods={"drfa": {"variant": "paper"}},
+            ),
+            Alternative(
+                "authors",
+                "uniform sampling and the lambda-weighted server step of the authors' code",
+                methods={"drfa": {"variant": "authors"}},
+            ),
+        ),
+        default="paper",
+        why="TFL cites DRFA's paper; its algorithm is the one written there",
+        affects="every DRFA cell (Tables 1-5 and 9, Figures 1, 2, 7, 8)",
+    )
+)
+
+declare_reading(
+    Reading(
+        name="pairs",
+        paper="TFL",
+        question=(
+            "Whether Sec. 3.2's betweenness sum runs over unordered pairs {s, t} or ordered "
+            "pairs (s, t): a factor 2 in c_k, so a sharper softmax prior on the raw footing."
+        ),
+        quotes=(
+            'Sec. 3.2: "c_k = sum_{s != k != t in [K]} sigma_st(k) / sigma_st" (the index set '
+            "does not say whether (s, t) and (t, s) are one term)",
+        ),
+        alternatives=(
+            Alternative(
+                "unordered",
+                "each unordered pair once (networkx normalized=False on an undirected graph)",
+                methods={"tfl": {"ordered_pairs": False}},
+            ),
+            Alternative(
+                "ordered",
+                "ordered pairs: every raw centrality doubled (normalised forms unchanged)",
+                methods={"tfl": {"ordered_pairs": True}},
+            ),
+        ),
+        default="unordered",
+        why=(
+            "the usual reading for an undirected graph, and networkx's unnormalised value; "
+            "with the normalised prior the two alternatives give the same cells"
+        ),
+        affects="every TFL cell with the raw prior (Tables 1-10, Figures 1, 2, 6-8)",
+    )
+)
+
 
 _AUTHORS_VARIANT = ("afa", "asmr", "cfl", "ditto", "krum", "balance", "scclip")
 

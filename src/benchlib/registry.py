@@ -34,14 +34,22 @@ class Registry(Generic[T]):
         REGISTRIES.append(self)
 
     def _load(self) -> None:
+        self._load_built_ins()
+        plugins.load_plugins()
+
+    def _load_built_ins(self) -> None:
         if not self._loaded:
             self._loaded = True  # set first: the loader's imports register into this registry
             if self._loader is not None:
                 self._loader()
-        plugins.load_plugins()
 
     def add(self, name: str, obj: T) -> T:
-        """Register ``obj`` under ``name``; a duplicate name is a bug (ValueError)."""
+        """Register ``obj`` under ``name``; a duplicate name is a bug (ValueError). A plugin's
+        registration comes after the built-ins (so taking a built-in's name is the plugin's
+        error, never the built-in's), and its parameter schemas are checked."""
+        if plugins.loading():
+            self._load_built_ins()
+            check_param_schemas(f"{self.kind} {name!r}", getattr(obj, "params", None))
         if name in self._entries:
             raise ValueError(f"{self.kind} {name!r} registered twice")
         self._entries[name] = obj
@@ -90,6 +98,24 @@ class Registry(Generic[T]):
     def items(self) -> list[tuple[str, T]]:
         """(name, entry) pairs sorted by name."""
         return [(name, self._entries[name]) for name in self.names()]
+
+
+def check_param_schemas(what: str, params: object) -> None:
+    """Every declared parameter schema of ``params`` (a :class:`~benchlib.params.Params`) is
+    valid JSON schema: a plugin's broken declaration is its error, never a traceback later."""
+    from benchlib.params import Params
+
+    if not isinstance(params, Params):
+        return
+    import jsonschema
+
+    for key, param in params.items():
+        try:
+            jsonschema.Draft202012Validator.check_schema(param.json_schema())
+        except jsonschema.exceptions.SchemaError as exc:
+            raise ValueError(
+                f"{what} declares the parameter {key!r} with an invalid JSON schema ({exc.message})"
+            ) from None
 
 
 def import_object(dotted: str, what: str) -> Any:

@@ -20,7 +20,9 @@ from typing import Any, Self
 from benchlib.errors import BenchlibError, require
 from benchlib.limits import (
     MAX_BATCH_SIZE,
+    MAX_INPUT_SIZE,
     MAX_LOCAL_EPOCHS,
+    MAX_LR,
     MAX_PREFETCH,
     MAX_ROUNDS,
     MAX_SAVED_PREDICTIONS,
@@ -148,7 +150,9 @@ class TrainingSettings(Settings):
     """How every client of a cell trains (a dataset's ``training`` section, defaults filled)."""
 
     optimizer: str = setting({"enum": ["adam", "sgd"]}, description="local optimizer")
-    lr: float = setting({"type": "number", "exclusiveMinimum": 0}, description="learning rate")
+    lr: float = setting(
+        {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LR}, description="learning rate"
+    )
     batch_size: int = setting(positive_int(MAX_BATCH_SIZE), description="local batch size")
     local_epochs: int = setting(
         positive_int(MAX_LOCAL_EPOCHS), description="local epochs per round"
@@ -225,6 +229,14 @@ class TrainingSettings(Settings):
         "all",
         "the rows held-out clients (which never train) are scored on - all: all of their data, "
         "every row being unseen; test: their test subset only, as federation clients",
+    )
+    verify_store: bool = setting(
+        {"type": "boolean"},
+        False,
+        "read and re-hash the whole store before the cell trains, as benchlib verify-store "
+        "does (every file's sha256, finite floats, masks within the class count), not only "
+        "its manifest, sizes, index and array headers; no effect on the results (and not the "
+        "config hash)",
     )
     round_metrics: Sequence[str] = setting(
         {"type": "array", "items": {"type": "string"}},
@@ -356,12 +368,12 @@ class TransformSettings(Settings):
         NORMALIZE, None, "{mean, std} per channel, applied to every batch; null = none"
     )
     input_size: int | None = setting(
-        {"type": ["integer", "null"], "minimum": 1},
+        {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_INPUT_SIZE},
         None,
         "side of the model's square input; other batches are fitted to it; null = as stored",
     )
     eval_crop: int | None = setting(
-        {"type": ["integer", "null"], "minimum": 1},
+        {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_INPUT_SIZE},
         None,
         "centre crop before resizing to input_size (evaluation batches); null = none",
     )

@@ -33,9 +33,10 @@ REGENERATE = (
     "runs one by its id)"
 )
 
-# Training settings that only change how a run is watched: left out of metrics.json's config and
-# of the config hash, so turning them on changes no byte of metrics.json and resumes checkpoints.
-WATCH_KEYS = ("tensorboard",)
+# Training settings that only change how a run is watched or checked: left out of metrics.json's
+# config and of the config hash, so turning them on changes no byte of metrics.json and resumes
+# checkpoints.
+WATCH_KEYS = ("tensorboard", "verify_store")
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,9 @@ class CellSpec(Entry):
     transforms: TransformSettings
     held_out: tuple[int, ...]  # clients that never train
     axes: Mapping[str, Any]  # extra grid axes that made this cell
+    # plugin package -> version of each plugin whose components the cell uses (its code's
+    # identity: a new version changes the spec and so reruns the cell); {} when none
+    plugins: Mapping[str, str]
     version: int = SPEC_VERSION
 
     @classmethod
@@ -261,6 +265,7 @@ def spec_schema() -> dict[str, Any]:
             "transforms": _complete(TransformSettings.params().schema()),
             "held_out": {"type": "array", "uniqueItems": True, "items": count},
             "axes": {"type": "object"},
+            "plugins": {"type": "object", "additionalProperties": {"type": "string"}},
         },
         "allOf": conditions,
     }

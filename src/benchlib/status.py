@@ -13,10 +13,14 @@ It reads only files in the workflow's working directory, never a scheduler:
   **failed** (Snakemake 9 keeps the record of a failed job);
 - nothing of these: **pending**.
 
-A lock outlives a Snakemake killed with ``kill -9``. A running cell's progress lines name the
-process that runs it (``pid``, ``host``): when that process is gone (same host), or when no round
-has finished for :data:`STALE_ROUNDS` times its round time (at least :data:`STALE_MIN_SECONDS`;
-another host), the cell counts as **failed** and the lock as stale. A cell whose models went
+A lock outlives a Snakemake killed with ``kill -9``, so the lock alone never says that Snakemake
+runs: on Linux, a Snakemake process of this host whose working directory is the workflow's must
+hold it too (:func:`snakemake_processes`), else the lock is stale and the started cells are
+**failed** (interrupted). A running cell's progress lines name the process that runs it
+(``pid``, ``host``): when that process is gone (same host), or when no round has finished for
+:data:`STALE_ROUNDS` times its round time (at least :data:`STALE_MIN_SECONDS`; another host),
+the cell counts as **failed** and the lock as stale. Where no process table can be read (not
+Linux), the lock and the cells' processes are all there is to go by. A cell whose models went
 non-finite (metrics.json ``history.nonfinite``, or its progress lines) is listed as diverged.
 
 The ETA comes from the measured round times in each cell's ``progress.jsonl``
@@ -42,6 +46,7 @@ from benchlib import layout
 from benchlib.durations import format_duration
 from benchlib.errors import BenchlibError
 from benchlib.fl.progress import progress_path, read_progress
+from benchlib.io import loads_json
 
 if TYPE_CHECKING:
     from benchlib.config import Cell, Config
@@ -78,9 +83,34 @@ def snakemake_keys(workdir: Path, kind: str) -> set[str]:
 
 
 def snakemake_running(workdir: Path) -> bool:
-    """Whether a Snakemake holds the working directory's lock (it is running there)."""
+    """Whether the working directory's lock is taken (a Snakemake took it; whether that one
+    still runs is :func:`snakemake_processes`'s to say)."""
     locks = workdir / ".snakemake" / "locks"
     return locks.is_dir() and any(p.name.endswith(".lock") for p in locks.iterdir())
+
+
+def _runs_snakemake(argv: list[str]) -> bool:
+    """``snakemake ...``, ``python .../bin/snakemake ...`` or ``python -m snakemake ...``."""
+    return any(os.path.basename(arg) == "snakemake" for arg in argv[:3])
+
+
+def snakemake_processes(workdir: Path, proc: Path = Path("/proc")) -> list[int] | None:
+    """The pids of this host's Snakemake processes working in ``workdir`` (Snakemake changes
+    into its ``--directory``), or None where the process table cannot be read (not Linux)."""
+    if not (proc / "self" / "cwd").exists():
+        return None
+    target = workdir.resolve()
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if _runs_snakemake(argv) and Path(os.readlink(entry / "cwd")) == target:
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or another user's process
+            continue
+    return found
 
 
 def cell_log(cell: Cell) -> str:
@@ -111,7 +141,7 @@ def _config_hash(config: Config, cell: Cell) -> str:
 
 def _read_metrics(metrics: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(metrics.read_bytes().decode("utf-8"))
+        data = loads_json(metrics.read_bytes().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -156,10 +186,11 @@ def cell_state(
     workdir: Path,
     incomplete: set[str],
     recorded: set[str],
-    locked: bool,
+    locked: bool | None,
     now: float | None = None,
 ) -> CellState:
-    """The state of one cell from the files in ``workdir`` (``now``: the Unix time to judge a
+    """The state of one cell from the files in ``workdir`` (``locked``: whether a Snakemake
+    holds the lock, None for a lock whose Snakemake is gone; ``now``: the Unix time to judge a
     stalled cell by; default the current time)."""
     metrics_key = cell.metrics_path
     metrics = workdir / metrics_key
@@ -177,10 +208,16 @@ def cell_state(
             history = recorded_metrics.get("history")
             state.diverged = bool(isinstance(history, dict) and history.get("nonfinite"))
         else:
-            state.note = "metrics.json of another cell config: the workflow runs it again"
+            state.note = other_config_note(recorded_metrics, config.cell_spec(cell))
     elif metrics_key in incomplete:
-        if locked:
-            stale = stale_note(lines, state.mean_round(), time.time() if now is None else now)
+        stale = stale_note(lines, state.mean_round(), time.time() if now is None else now)
+        if locked is None:
+            state.state = "failed"
+            state.note = stale or (
+                "interrupted: no Snakemake runs here now (its lock is stale); running the "
+                "workflow again resumes it"
+            )
+        elif locked:
             if stale:
                 state.state, state.note = "failed", stale
             else:
@@ -190,6 +227,24 @@ def cell_state(
     elif metrics_key in recorded or (workdir / cell_log(cell)).is_file():
         state.state, state.note = "failed", f"see {cell_log(cell)}"
     return state
+
+
+def other_config_note(recorded: dict[str, Any], planned: dict[str, Any]) -> str:
+    """Why a finished cell's metrics.json is not this cell's: the plugin versions it was made
+    with when those changed (``name version`` each, or ``built-ins only``), else its config."""
+    made = recorded.get("config")
+    made_with = (made.get("plugins") or {}) if isinstance(made, dict) else {}
+    now = planned.get("plugins") or {}
+    if isinstance(made, dict) and made_with != now:
+
+        def text(plugins: dict[str, str]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in sorted(plugins.items())) or "built-ins only"
+
+        return (
+            f"metrics.json made with plugins {text(made_with)}, now {text(now)}: the workflow "
+            "runs it again"
+        )
+    return "metrics.json of another cell config: the workflow runs it again"
 
 
 def _is_number(value: Any) -> bool:
@@ -235,8 +290,10 @@ def grid_status(
     incomplete = snakemake_keys(workdir, "incomplete")
     recorded = snakemake_keys(workdir, "metadata")
     locked = snakemake_running(workdir)
+    processes = snakemake_processes(workdir) if locked else None
+    orphaned = locked and processes == []  # the lock of a Snakemake that is gone
     cells = [
-        cell_state(config, cell, workdir, incomplete, recorded, locked, now)
+        cell_state(config, cell, workdir, incomplete, recorded, None if orphaned else locked, now)
         for cell in target_cells(config, targets)
     ]
     experiments: dict[str, dict[str, Any]] = {}
@@ -263,7 +320,9 @@ def grid_status(
     unmeasured = sum(
         e["cells"] - e["done"] for e in experiments.values() if e["work_seconds"] is None
     )
-    stale = locked and any("lock here is stale" in c.note for c in cells) and not running
+    stale = orphaned or (
+        locked and any("lock here is stale" in c.note for c in cells) and not running
+    )
     return {
         "workdir": str(workdir),
         "snakemake_running": locked and not stale,
@@ -323,7 +382,8 @@ def format_status(status: dict[str, Any]) -> str:
         )
     if status.get("stale_lock"):
         lines.append(
-            "the Snakemake lock here is stale (its cells' processes are gone): run "
+            "the Snakemake lock here is stale (the Snakemake that took it, or its cells' "
+            "processes, are gone): run "
             "`snakemake --unlock` with the same config, then the workflow again (cells resume "
             "from their last checkpoint)"
         )
@@ -336,6 +396,12 @@ def format_status(status: dict[str, Any]) -> str:
             lines.append(f"{state}: {c['cell']} ({detail})")
         if len(listed) > MAX_LISTED:
             lines.append(f"{state}: ... and {len(listed) - MAX_LISTED} more (--json lists all)")
+    # finished cells whose metrics.json is not theirs any more (another config, plugin version)
+    again = [c for c in status["cells"] if c["state"] == "pending" and c["note"]]
+    for c in again[:MAX_LISTED]:
+        lines.append(f"to run again: {c['cell']} ({c['note']})")
+    if len(again) > MAX_LISTED:
+        lines.append(f"to run again: ... and {len(again) - MAX_LISTED} more (--json lists all)")
     diverged = [c["cell"] for c in status["cells"] if c.get("diverged")]
     if diverged:
         more = f", ... and {len(diverged) - MAX_LISTED} more" if len(diverged) > MAX_LISTED else ""
@@ -367,6 +433,9 @@ def cmd_status(args: argparse.Namespace) -> None:
     from benchlib.config import Config
     from benchlib.paper_configs import load_raw_config
 
+    workdir = Path(args.directory)
+    if not workdir.is_dir():  # else every cell would look pending
+        raise BenchlibError(f"{workdir} is not a folder; pass the workflow's working directory")
     config = Config(load_raw_config(args.config))
-    status = grid_status(config, list(args.targets), Path(args.directory))
+    status = grid_status(config, list(args.targets), workdir)
     print(json.dumps(status, indent=1) if args.json else format_status(status))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from benchlib import layout
 
 RESULT_PREFIXES = (f"{layout.RESULTS}/", f"./{layout.RESULTS}/")
+REPORT_FOLDERS = tuple(f"{folder}/" for folder in (layout.TABLES, layout.FIGURES, layout.REPORTS))
 
 if TYPE_CHECKING:
     from benchlib.config import Config
@@ -32,6 +33,7 @@ AGGREGATE_KINDS = {
     "figure": "figures",
     "figure_numbers": "figures",
     "markdown": "reports",
+    "markdown_numbers": "reports",
 }
 PAPERS = ("lightyear", "fedagain", "tfl")
 
@@ -85,3 +87,45 @@ def config_file_targets(targets: list[str]) -> list[str]:
             t.endswith(".json") and not t.startswith((f"{layout.RESULTS}/", f"./{layout.RESULTS}/"))
         )
     ]
+
+
+def unknown_report_target(requested: list[str], config: Config) -> str | None:
+    """One line for the first requested table, figure or report file that ``config`` does not
+    build (instead of Snakemake's MissingRuleException): why, and which of benchlib's configs
+    builds it and how to ask for it. None when every requested report target is the config's."""
+    known = set(all_targets(config))
+    for target in requested:
+        name = target.removeprefix("./")
+        if name.startswith(REPORT_FOLDERS) and name not in known:
+            return (
+                f"{name} is not a target of this config (benchlib targets CONFIG lists its "
+                f"targets); {builder_hint(name)}"
+            )
+    return None
+
+
+def builder_hint(target: str) -> str:
+    """Which of benchlib's own configs builds ``target``, and how to build it from here."""
+    from benchlib.config import Config, load_config_file
+    from benchlib.errors import BenchlibError
+    from benchlib.home import benchlib_dir
+    from benchlib.paper_configs import PAPER_DIR, paper_files
+
+    home = benchlib_dir()
+    for path in paper_files(home / PAPER_DIR):
+        try:
+            if target in all_targets(Config(load_config_file(path))):
+                return (
+                    f"it is a paper target ({path.relative_to(home)}): set paper_grids: true in "
+                    "your config to build it on the paper grids (your entries override theirs; "
+                    "add_methods adds your methods)"
+                )
+        except BenchlibError:
+            continue
+    for path in sorted((home / "config").glob("*.yaml")):
+        try:
+            if target in all_targets(Config(load_config_file(path))):
+                return f"{path.relative_to(home)} builds it: --configfile={path}"
+        except BenchlibError:
+            continue
+    return "no config of benchlib builds it; check the name"

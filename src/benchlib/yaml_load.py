@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from benchlib.errors import BenchlibError
+from benchlib.errors import BenchlibError, require
 
 MAX_VALUES = 1_000_000  # values in a document with every alias expanded
 
@@ -128,3 +128,12 @@ def typed_scalars(value: Any) -> Any:
         if tag != "tag:yaml.org,2002:str":
             return StrictLoader("").construct_object(yaml.ScalarNode(tag, value))
     return value
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file with clear errors for missing or malformed files."""
+    path = Path(path)
+    require(path.is_file(), f"config file {path} not found; pass an existing --configfile")
+    data = load_yaml_file(path, "config file")
+    require(isinstance(data, dict), f"config file {path} must hold a mapping at the top level")
+    return data

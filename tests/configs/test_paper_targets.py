@@ -192,7 +192,25 @@ def test_standalone_configs_never_inherit_paper_grids(tmp_path):
         str(REPO / "config" / "smoke.yaml"),
     )
     assert result.returncode != 0
-    assert "No rule to produce tables/femnist_ana.tex" in result.stdout + result.stderr
+    # one line naming why and which config builds it, not Snakemake's MissingRuleException
+    assert result.stderr.strip().splitlines() == [
+        "error: tables/femnist_ana.tex is not a target of this config (benchlib targets CONFIG "
+        "lists its targets); it is a paper target (config/paper/lightyear.yaml): set "
+        "paper_grids: true in your config to build it on the paper grids (your entries "
+        "override theirs; add_methods adds your methods)"
+    ]
+
+
+@pytest.mark.workflow
+@pytest.mark.slow
+def test_a_target_of_another_config_names_that_config(tmp_path):
+    result = snakemake(tmp_path, "-n", "tables/femnist_sample_ana.tex")
+    assert result.returncode != 0
+    path = REPO / "config" / "femnist_sample.yaml"
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: tables/femnist_sample_ana.tex is not a target of this config (benchlib targets "
+        f"CONFIG lists its targets); config/femnist_sample.yaml builds it: --configfile={path}"
+    )
 
 
 @pytest.mark.workflow
@@ -237,3 +255,102 @@ def test_config_files_parse_to_the_same_values_with_libyaml():
     for path in files:
         text = path.read_text()
         assert load_yaml(text, path) == yaml.safe_load(text), path
+
+
+# --------------------------------------------------- your methods on the paper grids
+def test_add_methods_appends_to_the_named_experiments_or_all():
+    from benchlib.paper_configs import added_methods, with_added_methods
+
+    shared = ["a", "b"]  # a YAML alias: both experiments hold the same list
+    raw = part(
+        methods={"a": {}, "b": {}, "mine": {}},
+        experiments={"x": {"methods": shared}, "y": {"methods": shared}},
+    )
+    named = with_added_methods({**raw, "add_methods": {"mine": ["x"]}})
+    assert named["experiments"]["x"]["methods"] == ["a", "b", "mine"]
+    assert named["experiments"]["y"]["methods"] == ["a", "b"] == shared  # never in place
+    every = with_added_methods({**raw, "add_methods": {"mine": "all"}})
+    assert [e["methods"] for e in every["experiments"].values()] == [["a", "b", "mine"]] * 2
+    assert added_methods({**raw, "add_methods": {"mine": ["x"]}}, "y") == []
+    assert added_methods({**raw, "add_methods": {"mine": "all"}}, "y") == ["mine"]
+    assert with_added_methods(raw) is raw
+
+
+def test_add_methods_errors_are_one_line():
+    from benchlib.paper_configs import with_added_methods
+
+    raw = part(methods={"a": {}}, experiments={"femnist": {"methods": ["a"]}})
+    with pytest.raises(BenchlibError, match=r"add_methods\.mine: method .mine. is not defined"):
+        with_added_methods({**raw, "add_methods": {"mine": "all"}})
+    with pytest.raises(BenchlibError, match=r"experiment .femnst. is not defined .did you mean"):
+        with_added_methods({**raw, "add_methods": {"a": ["femnst"]}})
+
+
+def test_paper_grids_lays_the_config_over_the_paper_grids():
+    from benchlib.paper_configs import wants_paper_grids, with_paper_grids
+
+    paper = load_paper_config()
+    given = {
+        "paper_grids": True,
+        "methods": {"extra": {"method": "fedavg", "label": "Extra"}},
+        "experiments": {"femnist": {"seeds": [0, 1]}},
+        "add_methods": {"extra": ["femnist"]},
+    }
+    merged = with_paper_grids(given)
+    femnist = merged["experiments"]["femnist"]
+    assert femnist["seeds"] == [0, 1]
+    assert {k: v for k, v in femnist.items() if k != "seeds"} == {
+        k: v for k, v in paper["experiments"]["femnist"].items() if k != "seeds"
+    }
+    assert set(merged["methods"]) == {*paper["methods"], "extra"}
+    config = Config(merged)
+    assert config.experiments["femnist"]["methods"][-1] == "extra"
+    assert {c.seed for c in config.cells("femnist", "ana")} == {0, 1}
+    paper_config = Config(paper)
+    # the paper's cells keep their specs: adding a method only adds cells
+    cell = paper_config.cells("femnist", "ana")[0]
+    assert Config(with_paper_grids({"paper_grids": True, **given, "experiments": {}})).cell_spec(
+        cell
+    ) == paper_config.cell_spec(cell)
+    assert with_paper_grids({"experiments": {}}) == {"experiments": {}}  # standalone
+    assert wants_paper_grids({}, configfile_given=False)
+    assert not wants_paper_grids({"experiments": {}}, configfile_given=False)
+    assert not wants_paper_grids({}, configfile_given=True)
+    assert wants_paper_grids({"paper_grids": True, "experiments": {}}, configfile_given=True)
+
+
+def test_an_added_method_is_marked_not_in_the_paper():
+    import math
+
+    import pandas as pd
+
+    from benchlib.paper_configs import with_paper_grids
+    from benchlib.report.kinds.common.paper_comparison import markdown
+
+    given = {
+        "paper_grids": True,
+        "methods": {"extra": {"method": "fedavg", "label": "Extra"}},
+        "add_methods": {"extra": ["femnist"]},
+        "reports": {"femnist_ranking": {"kind": "ranking", "experiments": ["femnist"]}},
+    }
+    config = Config(with_paper_grids(given))
+    specs = {e["experiment"]: e for e in config.reports["lightyear_vs_paper"].spec["experiments"]}
+    assert specs["femnist"]["not_in_paper"] == ["extra"]
+    assert "not_in_paper" not in specs["camelyon17"]
+    assert config.reports["femnist_ranking"].spec["not_in_paper"] == ["extra"]
+    paper = Config(load_paper_config())  # the paper's own reports are unchanged
+    assert "not_in_paper" not in str(paper.reports["lightyear_vs_paper"].spec)
+
+    row = {"experiment": "femnist", "malfunction": "ana", "k": 1, "ours": 50.0, "ours_std": 1.0}
+    row |= {"within_2std": None, "table": None, "reading": "-", "difference": None}
+    row |= {"dataset": "femnist", "scale": "paper"}
+    frame = pd.DataFrame(
+        [
+            {**row, "method_id": "extra", "paper_method": "fedavg", "paper": math.nan},
+            {**row, "method_id": "lightyear", "paper_method": "lightyear", "paper": math.nan},
+        ]
+    ).assign(paper_std=math.nan)
+    taus = pd.DataFrame(columns=["experiment", "malfunction", "k", "methods", "kendall_tau"])
+    text = markdown(config.reports["lightyear_vs_paper"].spec, frame, taus, "x.png")
+    assert "| extra | 1 | 50.0 +- 1.0 | not in the paper |" in text
+    assert "| lightyear | 1 | 50.0 +- 1.0 | - |" in text

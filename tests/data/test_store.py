@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from helpers.store_edits import copy_store, edit_manifest, reseal
 from benchlib.data.sources.mnist5k import SOURCE_SHA256, default_source_file
 from benchlib.data.store import load_store, record_source, write_store
 from benchlib.errors import BenchlibError
+from benchlib.io import sha256_file
 
 
 def test_mnist5k_store_matches_the_raw_csv(mnist_store):
@@ -127,6 +129,27 @@ def _set(key, value):
 
 
 # (edit of the store, reseal the checksums after it?, phrase of the error)
+def _unsigned(manifest):
+    return {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-1000])
+
+
+def _unsigned_with_sizes(store: Path):
+    """An unsigned manifest whose sizes and checksums match the (damaged) files, as an older
+    benchlib's could."""
+
+    def edit(manifest):
+        for name in manifest["files"]:
+            manifest["files"][name] = sha256_file(store / name)
+            manifest["sizes"][name] = (store / name).stat().st_size
+        return _unsigned(manifest)
+
+    return edit
+
+
 DAMAGED_STORES = {
     # same byte size: only the header check sees it (it trained at 9.7 % instead of 33.6 %)
     "header_shape": (
@@ -213,7 +236,18 @@ DAMAGED_STORES = {
             },
         ),
         False,
-        "records neither the size nor the sha256 of index.csv",
+        "manifest.json records no manifest_sha256 (prepared by an older benchlib)",
+    ),
+    # a store prepared before manifests were checksummed: its fields and sizes are not trusted
+    "unsigned_manifest_with_another_class_count": (
+        lambda s: edit_manifest(s, lambda m: {**_unsigned(m), "num_classes": 100}),
+        False,
+        "manifest.json records no manifest_sha256 (prepared by an older benchlib), so nothing",
+    ),
+    "unsigned_manifest_with_truncated_pixels": (
+        lambda s: (_truncate(s / "pixels.npy"), edit_manifest(s, _unsigned_with_sizes(s))),
+        False,
+        f"`rm -r {{store}}`, then `snakemake {{store}}{os.sep}manifest.json` with your config",
     ),
     "manifest_not_utf8": (
         lambda s: (s / "manifest.json").write_bytes(b'{"dataset": "\xff"}'),
@@ -230,6 +264,7 @@ def test_a_damaged_or_hand_edited_store_is_refused_on_load(name, mnist_store, tm
     damage(store)
     if seal:
         reseal(store)
+    phrase = phrase.format(store=store)
     with pytest.raises(BenchlibError, match=re.escape(phrase)):
         load_store(store)
     # the full check (verify-store) may see a checksum mismatch first

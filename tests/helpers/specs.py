@@ -41,6 +41,7 @@ def filled_spec(raw: dict[str, Any]) -> dict[str, Any]:
         transforms=TransformSettings.from_config("transforms", raw.get("transforms")),
         held_out=tuple(raw.get("held_out", ())),
         axes=raw.get("axes", {}),
+        plugins=raw.get("plugins", {}),
         version=SPEC_VERSION,
     )
     return spec.to_dict()

@@ -127,3 +127,30 @@ def test_fedsr_cell_keeps_priors_local_and_scores_the_held_out_client(tmp_path):
     metrics = run_cell(filled_spec(spec), store, split, tmp_path / "m.json", tmp_path / "ck")
     assert [c["client"] for c in metrics["held_out_clients"]] == [3]
     assert 0.0 <= metrics["held_out_clients"][0]["test_accuracy"] <= 1.0
+
+
+def test_classification_uses_the_configured_task_loss():
+    """FedSR's data term is the cell's task loss (e.g. a focal loss), not cross entropy always
+    (before: F.cross_entropy for every classification cell)."""
+    method = build_method("fedsr", {"z_dim": 2, "l2r": 0.0, "cmi": 0.0})
+    model = method.build_model(lambda n: nn.Linear(3, n), 2)
+    calls = []
+
+    def task_loss(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        calls.append(len(labels))
+        return outputs.sum() * 0 + 7.0
+
+    class Context:
+        def __init__(self) -> None:
+            self.models = {0: model}
+            self.loss_fn = task_loss
+
+        def train(self, client: int, loss_fn) -> None:
+            self.used = loss_fn
+
+    context = Context()
+    method.train_client(context, 0, 0)
+    model.train()
+    x, y = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+    value = context.used(model(x), y)
+    assert calls == [4] and float(value) == pytest.approx(7.0)  # l2r = cmi = 0: the task loss

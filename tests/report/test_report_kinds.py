@@ -107,6 +107,7 @@ def body_rows(tex: str) -> dict[str, list[str]]:
 def test_registered_kinds():
     assert {name: get_kind(name).output for name in KINDS.names()} == {
         "agreement_view": "figure",
+        "claims": "markdown_numbers",
         "fedagain_bars": "figure",
         "fedagain_box": "figure",
         "fedagain_fig13": "figure",
@@ -190,7 +191,7 @@ def test_an_entry_named_like_a_default_report_replaces_it():
     "entry,message",
     [
         ({"kind": "heatmap"}, "config error at reports.extra.kind: unknown report kind 'heatmap'; "
-         "choose one of: agreement_view, fedagain_bars, "),
+         "choose one of: agreement_view, claims, fedagain_bars, "),
         ({"kind": "robustness_table", "experiment": "smoke"},
          r"config error at reports.extra \(report kind robustness_table\): malfunction must be "
          "given"),

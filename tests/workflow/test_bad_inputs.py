@@ -691,6 +691,16 @@ def _(ctx: Ctx) -> list[str]:
     return ctx.run(threads=0)
 
 
+@case("absurd_threads", "--threads 100000 is more than 1024; set --threads <= 1024")
+def _(ctx: Ctx) -> list[str]:
+    return ctx.run(threads=100_000)
+
+
+@case("negative_stop_after", "--stop-after must be at least 1, got -1")
+def _(ctx: Ctx) -> list[str]:
+    return [*ctx.run(), "--stop-after", "-1"]
+
+
 # ------------------------------------------------------------------------- server
 ARCHIVE = bytes(range(256)) * 400
 

@@ -7,7 +7,7 @@ import os
 import sys
 
 import benchlib.layout as layout
-from benchlib.config import Config, Cell, NO_MALFUNCTION, load_config_file
+from benchlib.config import Config, Cell, NO_MALFUNCTION
 from benchlib.data.registry import get_dataset
 from benchlib.errors import BenchlibError
 from benchlib.weights import weights_path, weights_url
@@ -24,14 +24,6 @@ def load_validated_config(raw):
         sys.exit(1)
 
 
-# Snakemake read the --configfile itself (the last of two equal keys wins there): benchlib's
-# strict loader reads it again so that duplicate keys and alias bombs are refused here too.
-for _configfile in workflow.overwrite_configfiles or ():
-    try:
-        load_config_file(_configfile)
-    except BenchlibError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        sys.exit(1)
 # --config key={a: [0, 1]}: Snakemake leaves the scalars of a flow collection strings
 for _key, _value in (workflow.config_settings.config or {}).items():
     if isinstance(_value, dict | list):
@@ -197,10 +189,9 @@ HEAVY_DATASETS = sorted(d for d in CFG.datasets if heavy_prepare(d))
 # ---- the HTML report (browse.smk): categories, table settings, what is built
 import benchlib.report.browse as browse
 from benchlib.targets import aggregate_targets, all_targets
+from benchlib.paper_configs import paper_dir
 
-PAPER_INDEX = (
-    browse.paper_index(BENCHLIB_DIR / "config" / "paper") if PAPER_GRIDS else {}
-)
+PAPER_INDEX = browse.paper_index(paper_dir()) if PAPER_GRIDS else {}
 
 
 def report_category(wildcards):

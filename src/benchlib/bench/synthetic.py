@@ -18,6 +18,7 @@ import pandas as pd
 
 from benchlib.data.split import SPLIT_COLUMNS
 from benchlib.data.store import INDEX_FILE, MANIFEST_FILE, PIXELS_FILE, load_store
+from benchlib.data.store_checks import MANIFEST_CHECKSUM, manifest_checksum
 from benchlib.errors import require
 from benchlib.io import atomic_directory, sha256_file, write_json_atomic
 from benchlib.seeding import numpy_rng
@@ -125,6 +126,7 @@ def write_synthetic_store(
             "sizes": {name: (tmp / name).stat().st_size for name in files},
             "synthetic": params,
         }
+        manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)  # loads refuse unsigned ones
         write_json_atomic(tmp / MANIFEST_FILE, manifest)
     return out_dir
 

@@ -31,6 +31,12 @@ def copy_bounded(source: IO[bytes], target: Path, declared: int, compressed: int
             f"{what} declares {declared:,} bytes from {compressed:,} compressed (a zip bomb?); "
             "the archive is damaged or not the expected release: download it again"
         )
+    return copy_declared(source, target, declared, what)
+
+
+def copy_declared(source: IO[bytes], target: Path, declared: int, what: str) -> int:
+    """Copy ``source`` (a member that declares ``declared`` bytes) to ``target``; refuse one whose
+    declared size the disk cannot hold, or that yields more bytes than it declares."""
     free = shutil.disk_usage(target.parent).free
     if declared > free:
         raise BenchlibError(

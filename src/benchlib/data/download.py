@@ -17,6 +17,7 @@ file of unknown size, announced or received (:class:`BoundedProgress`).
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 import sys
@@ -29,7 +30,7 @@ from urllib.parse import urlparse
 
 from benchlib.data.ftp import FTPDownload
 from benchlib.durations import format_duration
-from benchlib.errors import BenchlibError, require
+from benchlib.errors import BenchlibError, os_fault, require
 from benchlib.io import sha256_file
 from benchlib.params import Param
 
@@ -153,6 +154,29 @@ def _one_line(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+_LOCAL_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _local_fault(exc: BaseException, target: Path) -> BenchlibError | None:
+    """The one-line error of a fault of the local file system behind ``exc`` (writing
+    ``target``: a full disk, a read-only or forbidden folder), or None for a network fault."""
+    import requests
+
+    seen: BaseException | None = exc
+    for _ in range(5):  # the exception, then what it was raised from or during
+        if seen is None:
+            return None
+        if (
+            isinstance(seen, OSError)
+            and not isinstance(seen, requests.exceptions.RequestException)
+            and seen.errno in _LOCAL_FAULTS
+        ):
+            filename = seen.filename if seen.filename is not None else str(target)
+            return os_fault(OSError(seen.errno, seen.strerror, filename))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def fetch(
     remote: RemoteFile,
     folder: str | Path,
@@ -204,6 +228,9 @@ def fetch(
     # requests' InvalidURL, InvalidSchema, InvalidProxyURL and InvalidHeader are ValueErrors too:
     # they are failed downloads, not checksum mismatches, so they are caught first
     except (requests.exceptions.RequestException, OSError) as exc:
+        local = _local_fault(exc, target)
+        if local is not None:  # the disk, not the network: a full disk is named as such
+            raise local from exc
         raise BenchlibError(
             f"download of {remote.url} failed ({_one_line(exc)}); check the network, the proxy "
             f"variables (http_proxy, https_proxy) or point {context}.{remote.url_param} at a "

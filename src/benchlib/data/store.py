@@ -42,7 +42,7 @@ from benchlib.data.store_checks import (
     manifest_checksum,
 )
 from benchlib.errors import BenchlibError, require
-from benchlib.io import atomic_directory, sha256_file, write_json_atomic
+from benchlib.io import atomic_directory, loads_json, sha256_file, write_json_atomic
 
 INDEX_FILE = "index.csv"
 PIXELS_FILE = "pixels.npy"
@@ -182,7 +182,7 @@ def record_source(store_dir: str | Path, source: str) -> None:
     require(
         path.is_file(), f"dataset source {source} wrote no {path} (a bug in the dataset source)"
     )
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest = loads_json(path.read_text(encoding="utf-8"))
     check_manifest(manifest, Path(store_dir), ARRAYS)  # never re-sign an edited manifest
     manifest[SOURCE_KEY] = source
     manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
@@ -205,7 +205,7 @@ def load_store(store_dir: str | Path, *, verify: str = "quick") -> PreparedData:
         f"(e.g. `snakemake {manifest_path}`) first",
     )
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest = loads_json(manifest_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
         raise BenchlibError(

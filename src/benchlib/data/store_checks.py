@@ -1,8 +1,9 @@
 """Validity checks of a prepared store, beyond its checksums.
 
 Two levels. :func:`check_layout` runs on every load and stays cheap: the manifest's own fields
-and checksum, each ``.npy`` header (dtype and shape, not the data) against the manifest, and the
-index table (row count, unique sample ids, integer labels in ``0..num_classes-1``).
+and checksum (a manifest without one is refused: it could have been edited unseen), each
+``.npy`` header (dtype and shape, not the data) against the manifest, and the index table (row
+count, unique sample ids, integer labels in ``0..num_classes-1``).
 :func:`check_contents` reads the arrays (``benchlib verify-store``): float arrays finite,
 segmentation masks within the class count.
 """
@@ -38,7 +39,14 @@ def check_manifest(manifest: object, store_dir: Path, known_arrays: dict[str, An
     if not isinstance(manifest, dict):
         raise _fail(store_dir, f"manifest.json holds a {type(manifest).__name__}, not an object")
     recorded = manifest.get(MANIFEST_CHECKSUM)
-    if recorded is not None and recorded != manifest_checksum(manifest):
+    if recorded is None:  # its fields (class count, shapes, sizes) could be edited unseen
+        manifest_path = store_dir / "manifest.json"
+        raise BenchlibError(
+            f"store {store_dir}: manifest.json records no {MANIFEST_CHECKSUM} (prepared by an "
+            f"older benchlib), so nothing it says can be trusted; prepare it again: "
+            f"`rm -r {store_dir}`, then `snakemake {manifest_path}` with your config"
+        )
+    if recorded != manifest_checksum(manifest):
         raise _fail(store_dir, "manifest.json was changed after the store was written")
     num_classes = manifest.get("num_classes")
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:

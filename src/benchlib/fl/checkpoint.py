@@ -1,7 +1,9 @@
 """Round checkpoints: written atomically beside (not inside) a cell's declared outputs.
 
 Each checkpoint carries the hash of the resolved cell config; one written under another config is
-never resumed (a warning, then a fresh start). A checkpoint that cannot be read is an error.
+never resumed (a warning, then a fresh start), nor is one whose round is not a round of the cell
+or disagrees with its file name or with the rounds of history it holds. A checkpoint that cannot
+be read is an error.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ def save_checkpoint(ckpt_dir: Path, round_index: int, state: dict[str, Any]) -> 
             old.unlink()
 
 
-def load_checkpoint(path: Path, config_hash: str) -> dict[str, Any] | None:
-    """Load a checkpoint; None (with a warning) if it belongs to another config."""
+def load_checkpoint(path: Path, config_hash: str, rounds: int) -> dict[str, Any] | None:
+    """Load a checkpoint of a cell of ``rounds`` rounds; None (with a warning) if it belongs to
+    another config or its round cannot be trusted (:func:`round_problem`)."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds for damaged files
@@ -59,7 +62,31 @@ def load_checkpoint(path: Path, config_hash: str) -> dict[str, Any] | None:
             path,
         )
         return None
+    problem = round_problem(state, path, rounds)
+    if problem:
+        LOG.warning("checkpoint %s %s; ignoring it and starting fresh", path, problem)
+        return None
     return state
+
+
+def round_problem(state: dict[str, Any], path: Path, rounds: int) -> str:
+    """Why the round a checkpoint claims cannot be resumed, or "": it must be an integer in
+    ``[0, rounds)``, the one its file name gives, and every per-round history list must hold one
+    entry per completed round (a checkpoint without them is left to the restore, which names
+    what is missing)."""
+    claimed = state.get("completed_round")
+    if isinstance(claimed, bool) or not isinstance(claimed, int):
+        return f"holds the round {claimed!r}, not an integer"
+    if not 0 <= claimed < rounds:
+        return f"claims the round index {claimed}, outside 0..{rounds - 1} of this cell"
+    named = _NAME.match(path.name)
+    if named is not None and int(named.group(1)) != claimed:
+        return f"is named for round index {int(named.group(1))} but holds {claimed}"
+    history = state.get("history")  # absent or malformed: restoring it names the problem
+    for key, values in history.items() if isinstance(history, dict) else ():
+        if str(key).startswith("val_") and isinstance(values, list) and len(values) != claimed + 1:
+            return f"holds {len(values)} rounds of {key} for round index {claimed}"
+    return ""
 
 
 def clear_checkpoints(ckpt_dir: Path) -> None:

@@ -226,9 +226,11 @@ class CellData:
         device: torch.device,
         transforms: Transforms,
         mode: str,
+        verify_store: bool = False,
     ) -> CellData:
-        """Read the store and the split; the store must hold the cell's task."""
-        data = load_store(store_dir)
+        """Read the store and the split; the store must hold the cell's task. ``verify_store``:
+        the full check of ``benchlib verify-store`` first (every byte re-hashed and read)."""
+        data = load_store(store_dir, verify="full" if verify_store else "quick")
         require(
             data.task == task.name,
             f"the store {store_dir} holds a {data.task} dataset but the cell's task is "

@@ -57,6 +57,7 @@ from benchlib.methods.base import (
 )
 from benchlib.models import build_model
 from benchlib.provenance import cell_provenance, plugins_used
+from benchlib.readings import cell_readings
 from benchlib.seeding import numpy_rng
 from benchlib.settings import TrainingSettings
 from benchlib.spec import CellSpec
@@ -207,6 +208,7 @@ class CellRun:
             self.device,
             Transforms(self.spec.transforms),
             mode=self.settings.data_mode,
+            verify_store=self.settings.verify_store,
         )
         self.clients, self.source = data.clients, data.source
         self.dataset_source, self.partitioner = data.dataset_source, data.partitioner
@@ -497,6 +499,8 @@ class CellRun:
             "malicious_clients": self.malicious,
             "history": self.history.as_dict(),
             "method_summary": self.method.summary(),
+            # the alternative of every declared reading of the method, defaults included
+            "readings": cell_readings(self.spec.method, self.spec.method_params),
             "transmitted_parameters": self.layout.size,  # entries of one sent model vector
             **self.scoring.results(),  # per-client test metrics (and held-out, class counts)
         }
@@ -581,7 +585,7 @@ def run_cell(
         LOG.warning("%s", note)
     latest = latest_checkpoint(ckpt_dir)
     if latest is not None:
-        state = load_checkpoint(latest, cell.config_hash)
+        state = load_checkpoint(latest, cell.config_hash, cell.rounds)
         if state is not None:
             try:
                 cell.restore(state)
@@ -649,6 +653,9 @@ def run_cell(
                 "clients_batched": cell.batched is not None,
                 "precision": cell.precision,
                 "host": platform.node(),
+                # where the cell was trained: a copy restored from Snakemake's between-workflow
+                # cache (--cache) names the project that trained it
+                "trained_at": os.path.abspath(out_path),
                 "threads": torch.get_num_threads(),
                 "torch": torch.__version__,
                 # this process's CPU: the whole cell in a fresh process; from the fork in a

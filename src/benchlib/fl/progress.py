@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.durations import format_duration
+from benchlib.io import loads_json
 
 PROGRESS_NAME = "progress.jsonl"
 
@@ -53,7 +54,7 @@ def read_progress(path: str | Path) -> list[dict[str, Any]]:
     entries = []
     for line in text.splitlines():
         try:
-            entry = json.loads(line)
+            entry = loads_json(line)
         except json.JSONDecodeError:
             continue
         if isinstance(entry, dict) and isinstance(entry.get("round"), int):

@@ -109,4 +109,28 @@ def receive(sock: socket.socket, with_fds: int = 0) -> tuple[dict[str, Any] | No
     body = _read_exactly(sock, size)
     if body is None:
         return None, fds
-    return json.loads(body.decode("utf-8")), fds
+    try:
+        return json.loads(body.decode("utf-8")), fds
+    except RecursionError as exc:  # JSON nested 100,000 deep: not a message of ours
+        raise ValueError("fork-server message nests too deeply") from exc
+
+
+def request_problem(request: Any) -> str | None:
+    """What makes ``request`` not a cell request a server can fork (argv, cwd, env and
+    fingerprint, each of its type), or None."""
+    if not isinstance(request, dict):
+        return f"the request is a JSON {type(request).__name__}, not an object"
+    argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env")
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return "argv is not a list of strings"
+    if not isinstance(cwd, str) or not os.path.isdir(cwd):
+        return "cwd is not an existing folder"
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+        for k, v in env.items()
+    ):
+        return "env is not a mapping of variable names to strings"
+    fingerprint = request.get("fingerprint")
+    if not isinstance(fingerprint, dict) or not isinstance(fingerprint.get("env", {}), dict):
+        return "fingerprint is not an object"
+    return None

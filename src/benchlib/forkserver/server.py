@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from benchlib import cpu_kernels
 from benchlib.forkserver import ENV_FORKED, ENV_SOCKET, protocol
 
+_PARENT = "parent"  # the selector key of the wrapper's pipe
 KILL_GRACE_SECONDS = 10.0  # after SIGTERM, a child that has not exited gets SIGKILL
 REQUEST_TIMEOUT_SECONDS = 30.0  # a client sends its request as soon as it connects
 
@@ -48,8 +49,9 @@ class Child:
 class Server:
     """One listening socket and the children it has forked, driven by one selector loop."""
 
-    def __init__(self, path: str, setting: str) -> None:
+    def __init__(self, path: str, setting: str, parent_fd: int | None = None) -> None:
         self.path = path
+        self.parent_fd = parent_fd
         self.fingerprint = protocol.fingerprint(setting)
         self.children: dict[int, Child] = {}
         self.selector = selectors.DefaultSelector()
@@ -63,6 +65,8 @@ class Server:
             os.umask(old_umask)
         self.listener.listen(64)
         self.selector.register(self.listener, selectors.EVENT_READ, None)
+        if parent_fd is not None:  # end of file there: the wrapper is gone (even kill -9)
+            self.selector.register(parent_fd, selectors.EVENT_READ, _PARENT)
 
     def serve(self) -> None:
         while not (self.stopping and not self.children):
@@ -71,6 +75,8 @@ class Server:
             for key, _events in self.selector.select(timeout=0.1):
                 if key.data is None:
                     self._accept()
+                elif key.data is _PARENT:
+                    self._orphaned()
                 else:
                     self._from_client(key.data)
             self._reap()
@@ -83,10 +89,24 @@ class Server:
         selector that the loop may be iterating over)."""
         self.stop_requested = True
 
+    def _orphaned(self) -> None:
+        """The wrapper died without stopping us: take no more cells (new clients run their
+        cells in their own process), let the running ones finish, then end."""
+        log("the wrapper that started this server is gone; ending once its cells have")
+        self.selector.unregister(self.parent_fd)
+        if not self.stopping:
+            self.stopping = True
+            self.selector.unregister(self.listener)
+            self.listener.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+                os.rmdir(os.path.dirname(self.path))  # the wrapper's folder, had it for us
+
     def _stop_now(self) -> None:
         """Take no more cells; end the running ones (SIGTERM, then SIGKILL)."""
-        self.stopping = True
-        self.selector.unregister(self.listener)
+        if not self.stopping:
+            self.stopping = True
+            self.selector.unregister(self.listener)
         for child in self.children.values():
             self._signal(child, signal.SIGTERM)
 
@@ -103,18 +123,29 @@ class Server:
             if request is None or len(fds) != 3:
                 conn.close()
                 return
-            reason = protocol.mismatch(self.fingerprint, request.get("fingerprint", {}))
+            reason = protocol.request_problem(request)
             if reason is not None:
-                protocol.send(conn, {"refused": reason})
+                log(f"refused a malformed request: {reason}")
+            else:
+                reason = protocol.mismatch(self.fingerprint, request["fingerprint"])
+            if reason is not None:
+                with contextlib.suppress(OSError):  # a client that is gone needs no answer
+                    protocol.send(conn, {"refused": reason})
                 conn.close()
                 return
             pid = self._fork(conn, request, fds)
         finally:
             for fd in fds:
                 os.close(fd)
-        conn.settimeout(None)
-        protocol.send(conn, {"started": pid})
-        self.children[pid] = Child(pid, conn)
+        child = Child(pid, conn)
+        self.children[pid] = child  # reaped by the loop, whatever happens to its client
+        try:
+            conn.settimeout(None)
+            protocol.send(conn, {"started": pid})
+        except OSError:  # the client died right after sending: its cell goes too
+            log(f"client of cell process {pid} went away before it started; ending the cell")
+            self._signal(child, signal.SIGKILL)
+            return
         self.selector.register(conn, selectors.EVENT_READ, pid)
 
     def _fork(self, conn: socket.socket, request: dict, fds: list[int]) -> int:
@@ -139,6 +170,8 @@ class Server:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         self.selector.close()
         self.listener.close()
+        if self.parent_fd is not None:
+            os.close(self.parent_fd)
         conn.close()
         for child in self.children.values():
             child.conn.close()
@@ -231,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernels", default=cpu_kernels.DEFAULT, choices=cpu_kernels.SETTINGS)
     parser.add_argument("--threads", type=int, default=1, help="the cells' threads (Snakemake's)")
     parser.add_argument("--ready-fd", type=int, required=True)
+    parser.add_argument(
+        "--parent-fd", type=int, default=None, help="a pipe the wrapper holds open while it lives"
+    )
     args = parser.parse_args(argv)
     os.environ.update(dict.fromkeys(protocol.THREAD_ENV, str(args.threads)))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the wrapper stops us (SIGTERM) after its command
@@ -242,7 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     if torch.cuda.is_initialized():  # a forked child could not use CUDA: serve nothing
         log("CUDA was initialised while preloading; not serving (cells run in their own process)")
         return 1
-    server = Server(args.socket, args.kernels)
+    try:
+        server = Server(args.socket, args.kernels, args.parent_fd)
+    except OSError as exc:  # e.g. a socket path longer than the system allows
+        log(f"cannot listen on {args.socket} ({exc}); not serving")
+        return 1
     signal.signal(signal.SIGTERM, server.stop)
     signal.signal(signal.SIGHUP, server.stop)
     with os.fdopen(args.ready_fd, "w") as ready:  # the wrapper waits for this line

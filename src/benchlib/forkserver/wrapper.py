@@ -2,7 +2,10 @@
 
 The server lives exactly as long as the command: it is started first, named to the command in
 ``BENCHLIB_FORK_SERVER``, and stopped (its running cells with it) when the command ends, so no
-server outlives a run or serves code that has changed since. Torch-free.
+server outlives a run or serves code that has changed since. A wrapper killed outright (kill -9)
+cannot stop it: the server then sees the end of a pipe the wrapper held, takes no more cells and
+ends once its running ones have. A socket path too long for a Unix socket (a long ``$TMPDIR``)
+starts no server: one line says so and every cell runs in its own process. Torch-free.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from benchlib.errors import BenchlibError
 from benchlib.forkserver import ENV_SOCKET
 
 STOP_SECONDS = 30.0
+MAX_SOCKET_PATH = 107  # bytes of a Unix socket path (sun_path, 108 with its NUL, on Linux)
 
 
 def run_with_server(command: list[str], setting: str, threads: int = 1) -> int:
@@ -31,7 +35,17 @@ def run_with_server(command: list[str], setting: str, threads: int = 1) -> int:
         raise BenchlibError(f"{command[0]!r} is not a command on PATH")
     folder = Path(tempfile.mkdtemp(prefix="benchlib-fork-"))  # short: socket paths are capped
     socket_path = folder / "server.sock"
-    server = _start_server(socket_path, setting, threads)
+    alive_read, alive_write = os.pipe()  # held open while we live: the server watches it
+    server = None
+    if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
+        _note(
+            f"the fork server's socket path {socket_path} is longer than the "
+            f"{MAX_SOCKET_PATH} bytes a Unix socket allows ($TMPDIR is long; a shorter one "
+            "fixes it); every cell runs in its own fresh process"
+        )
+    else:
+        server = _start_server(socket_path, setting, threads, alive_read)
+    os.close(alive_read)
     env = dict(os.environ)
     if server is not None:
         env[ENV_SOCKET] = str(socket_path)
@@ -42,17 +56,24 @@ def run_with_server(command: list[str], setting: str, threads: int = 1) -> int:
     finally:
         if server is not None:
             _stop_server(server)
+        os.close(alive_write)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _start_server(socket_path: Path, setting: str, threads: int = 1) -> subprocess.Popen | None:
+def _start_server(
+    socket_path: Path, setting: str, threads: int = 1, alive_fd: int | None = None
+) -> subprocess.Popen | None:
+    """Start a server listening on ``socket_path``; it ends on its own once ``alive_fd`` (the
+    read end of a pipe the caller holds open while it lives) reaches its end."""
     read_end, write_end = os.pipe()
     started = time.monotonic()
     command = [sys.executable, "-m", "benchlib.forkserver.server", "--socket", str(socket_path)]
     command += ["--kernels", setting, "--threads", str(threads), "--ready-fd", str(write_end)]
+    if alive_fd is not None:
+        command += ["--parent-fd", str(alive_fd)]
     server = subprocess.Popen(
         command,
-        pass_fds=[write_end],
+        pass_fds=[write_end] if alive_fd is None else [write_end, alive_fd],
         stdin=subprocess.DEVNULL,
     )
     os.close(write_end)
@@ -60,18 +81,20 @@ def _start_server(socket_path: Path, setting: str, threads: int = 1) -> subproce
         line = ready.readline()  # the server writes it once it listens; EOF if it died
     if not line.startswith("ready"):
         server.wait()
-        print(
-            f"benchlib: the fork server did not start (exit {server.returncode}); every cell "
-            "runs in its own fresh process",
-            file=sys.stderr,
+        _note(
+            f"the fork server did not start (exit {server.returncode}); every cell runs in its "
+            "own fresh process"
         )
         return None
-    print(
-        f"benchlib: fork server {server.pid} is ready after {time.monotonic() - started:.1f} s "
-        f"(preload {line.split()[1]} s CPU); cells fork from it",
-        file=sys.stderr,
+    _note(
+        f"fork server {server.pid} is ready after {time.monotonic() - started:.1f} s "
+        f"(preload {line.split()[1]} s CPU); cells fork from it"
     )
     return server
+
+
+def _note(text: str) -> None:
+    print(f"benchlib: {text}", file=sys.stderr, flush=True)
 
 
 def _stop_server(server: subprocess.Popen) -> None:

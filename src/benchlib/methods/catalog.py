@@ -37,6 +37,12 @@ WEIGHTING = Param(
 # shared by DRFA and TFL (the same dual step and client sampling)
 LAMBDA_FLOOR = Param(UNIT, 0.001, "lambda entries below it are raised to it")
 CLIENTS_PER_ROUND = Param(COUNT, 0, "clients sampled per round; 0 = all")
+DRAWS = Param(
+    {"enum": ["with_replacement", "without_replacement"]},
+    "with_replacement",
+    "with_replacement = m draws by lambda, the mean of the drawn models by draw count; "
+    "without_replacement = every federation client once, the lambda-weighted mean",
+)
 LAMBDA_START = Param(
     {"enum": ["uniform", "sizes"]},
     "uniform",
@@ -210,7 +216,20 @@ for _name, _entry in {
         clients_per_round=CLIENTS_PER_ROUND,
         dual_clients=Param(COUNT, 0, "clients evaluating the dual loss; 0 = clients_per_round"),
         lambda_start=LAMBDA_START,
-        variant=VARIANT,
+        variant=Param(
+            {"enum": ["paper", "authors"]},
+            "paper",
+            "paper = clients drawn by lambda, the mean of their models (DRFA's Algorithm 1); "
+            "authors = clients drawn uniformly, the server step w - sum_i lambda_i (N/m)(w - w_i) "
+            "(the DRFA authors' code)",
+        ),
+        local_step_scale=Param(
+            BOOLEAN,
+            True,
+            "dual step tau * gamma * gamma_decay^(s+1), tau the mean local steps of the round's "
+            "clients; false drops tau",
+        ),
+        draws=DRAWS,
     ),
     "fedsr": _method(
         "benchlib.methods.fedsr:FedSR",
@@ -277,6 +296,26 @@ for _name, _entry in {
             "round's clients (DRFA's schedule); false drops tau",
         ),
         lambda_start=LAMBDA_START,
+        embedding=Param(
+            {"enum": ["latest", "recent", "current"]},
+            "latest",
+            "a node's model: latest = each client's last transmitted model, however old; "
+            "recent = only clients drawn in the last f rounds are nodes; current = every "
+            "client trains in a topology round (weight 0 unless drawn)",
+        ),
+        scaling=Param(
+            {"enum": ["minmax", "row", "max"]},
+            "minmax",
+            "similarities to [0, 1] before epsilon: min-max over all off-diagonal pairs, per "
+            "client row (Figure 4), or divided by the largest",
+        ),
+        draws=DRAWS,
+        ordered_pairs=Param(
+            BOOLEAN,
+            False,
+            "the raw centrality sums over ordered pairs (s, t) and (t, s): twice the unordered "
+            "sum (no change to the normalised forms)",
+        ),
     ),
 }.items():
     METHODS.add(_name, _entry)

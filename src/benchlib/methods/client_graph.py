@@ -47,12 +47,45 @@ def similarity_matrix(vectors: torch.Tensor, metric: str = "dot") -> np.ndarray:
     return s.cpu().numpy()
 
 
-def normalise(similarity: np.ndarray) -> np.ndarray:
-    """Min-max scaling of the off-diagonal entries to [0, 1] (diagonal set to 0).
+EQUAL_SIMILARITIES = 1e-5  # relative spread below which client similarities count as equal
+SCALINGS = ("minmax", "row", "max")
+
+
+def similarity_magnitude(vectors: torch.Tensor, metric: str) -> float:
+    """The magnitude the spread of ``metric``'s similarities is measured against: the largest
+    squared norm for dot products (the diagonal of the dot-product matrix), 1 for cosine, the
+    largest l2 / l1 norm of the vectors for the negated distances."""
+    v = vectors.double()
+    if metric == "dot":
+        return float((v * v).sum(dim=1).max()) if len(v) else 0.0
+    if metric == "cosine":
+        return 1.0
+    p = 2.0 if metric == "l2" else 1.0
+    return float(v.norm(p=p, dim=1).max()) if len(v) else 0.0
+
+
+def normalise(
+    similarity: np.ndarray, magnitude: float | None = None, scaling: str = "minmax"
+) -> np.ndarray:
+    """The similarities on a [0, 1] scale for the epsilon threshold (diagonal set to 0).
+
+    ``minmax`` (default): min-max scaling over all off-diagonal entries; ``row``: each client's
+    row min-max scaled over the other clients (TFL Figure 4 scales client 10's row so; the graph
+    keeps an edge when both rows reach epsilon); ``max``: divided by the largest off-diagonal
+    similarity (dot, cosine: s / max s, negative values 0; the negated distances l1, l2:
+    1 - d / max d).
 
     Non-finite similarities (a diverged model's NaN or inf) are an error: min and max would be
-    NaN and every pair would silently become 1. All-equal similarities (identical embeddings)
-    scale to 1 for every pair, the complete graph, with a warning."""
+    NaN and every pair would silently become 1. Equal similarities are an equal-embedding case,
+    not a graph: when the off-diagonal spread max - min is at most ``EQUAL_SIMILARITIES`` (1e-5)
+    times ``magnitude`` (the similarities' own scale, :func:`similarity_magnitude`; default the
+    largest absolute similarity), rounding noise (embeddings equal up to float rounding) would
+    otherwise decide the graph; every pair scales to 1, the complete graph, with a warning that
+    states the rule and the spread. Rounding of float32 embeddings moves dot products and
+    distances by about 1e-7 of their magnitude; models that differ by 0.1 % move them by about
+    1e-3 (cosine, second order in the difference: models within about 0.3 % in direction count
+    as equal)."""
+    require(scaling in SCALINGS, f"unknown similarity scaling {scaling!r}; choose from {SCALINGS}")
     k = len(similarity)
     off = ~np.eye(k, dtype=bool)
     out = np.zeros_like(similarity, dtype=np.float64)
@@ -65,16 +98,31 @@ def normalise(similarity: np.ndarray) -> np.ndarray:
         f"{values.size} pairs): a client model diverged (NaN or inf parameters); lower the "
         "learning rate or check that client's data",
     )
-    low, high = values.min(), values.max()
-    if high > low:
-        out[off] = (values - low) / (high - low)
-    else:
+    low, high = float(values.min()), float(values.max())
+    scale = float(np.abs(similarity).max()) if magnitude is None else float(magnitude)
+    if high - low <= EQUAL_SIMILARITIES * scale:
         LOG.warning(
-            "client similarities are all equal (%d clients, identical embeddings?): every pair "
-            "scaled to 1, a complete graph",
+            "client similarities are equal up to rounding (%d clients: spread %.3g <= %g x "
+            "magnitude %.6g; identical embeddings?): every pair scaled to 1, a complete graph",
             k,
+            high - low,
+            EQUAL_SIMILARITIES,
+            scale,
         )
         out[off] = 1.0
+        return out
+    if scaling == "minmax":
+        out[off] = (values - low) / (high - low)
+    elif scaling == "row":
+        for i in range(k):
+            row = np.delete(similarity[i], i)
+            lo, hi = row.min(), row.max()
+            scaled = (row - lo) / (hi - lo) if hi > lo else np.ones_like(row)
+            out[i, np.arange(k) != i] = scaled
+    elif high > 0:  # max: the similarities as a share of the largest
+        out[off] = np.clip(values / high, 0.0, 1.0)
+    else:  # negated distances: 1 - d / max d
+        out[off] = 1.0 - values / low
     return out
 
 
@@ -101,24 +149,41 @@ def pair_count(n: int) -> float:
 
 
 def _eigenvector(graph) -> dict[int, float]:
-    """Eigenvector centrality per connected component: each component's principal eigenvector
-    of its adjacency matrix, positive with unit norm over the component (networkx's
-    normalisation for a connected graph), isolated nodes 0. networkx's own solver is defined on
-    connected graphs only (it raises AmbiguousSolution on any other) and starts ARPACK from a
-    random vector; a dense symmetric eigensolver per component is exact and deterministic."""
+    """Eigenvector centrality on any graph, connected or not: the limit of networkx's power
+    iteration on A + I from the all-ones start (``nx.eigenvector_centrality``), computed exactly.
+
+    Per connected component c, v_c is its principal eigenvector (unit norm, positive) with the
+    leading eigenvalue lambda_c. The iteration's limit keeps only the components whose lambda_c
+    equals the graph's largest (within a relative 1e-9), each as v_c times (v_c . 1), the share
+    of the start vector it carries, and is 0 on every other component: a component of outliers
+    (a pair or a path cut off from the core) loses its importance, as the paper's appendix asks
+    of outlier clients, instead of getting a unit vector of its own. An edgeless graph gives
+    every node the same value. The result has unit norm over the graph. networkx itself raises
+    on disconnected graphs only when the power iteration does not converge (two components with
+    the same leading eigenvalue converge, to the same limit) and starts from floating-point
+    sums whose last bits vary; the dense symmetric eigensolver per component is deterministic."""
     import networkx as nx
 
     values = dict.fromkeys(graph.nodes, 0.0)
+    parts = []
     for nodes in nx.connected_components(graph):
-        if len(nodes) < 2:
-            continue
         order = sorted(nodes)
         matrix = nx.to_numpy_array(graph, nodelist=order, dtype=np.float64)
         eigenvalues, eigenvectors = np.linalg.eigh(matrix)
-        principal = eigenvectors[:, int(np.argmax(eigenvalues))]
-        principal = principal / (np.sign(principal.sum()) * np.linalg.norm(principal))
-        values.update(zip(order, (float(x) for x in principal), strict=True))
-    return values
+        top = int(np.argmax(eigenvalues))
+        principal = np.abs(eigenvectors[:, top])  # Perron vector: one sign, up to rounding
+        principal = principal / np.linalg.norm(principal)
+        parts.append((float(eigenvalues[top]), order, principal))
+    if not parts:
+        return values
+    largest = max(value for value, _, _ in parts)
+    tolerance = 1e-9 * max(1.0, abs(largest))
+    for value, order, principal in parts:
+        if largest - value <= tolerance:
+            weighted = principal * principal.sum()
+            values.update(zip(order, (float(x) for x in weighted), strict=True))
+    norm = float(np.sqrt(sum(x * x for x in values.values())))
+    return {node: x / norm for node, x in values.items()}
 
 
 def _current_flow(graph, normalized: bool = False) -> dict[int, float]:
@@ -167,15 +232,21 @@ def _centrality_functions(normalized: bool) -> dict[str, Callable]:
 
 
 def centrality(
-    adjacency: np.ndarray, kind: str = "betweenness", normalized_betweenness: bool = False
+    adjacency: np.ndarray,
+    kind: str = "betweenness",
+    normalized_betweenness: bool = False,
+    ordered_pairs: bool = False,
 ) -> np.ndarray:
     """Centrality of every node of the unweighted graph ``adjacency`` (networkx): with
     ``normalized_betweenness`` every kind's normalised form (within [0, 1]), else every kind on
     the pair scale of the TFL paper's unnormalised betweenness c_k (normalised x (n-1)(n-2)/2;
-    betweenness itself is then the paper's c_k)."""
+    betweenness itself is then the paper's c_k, each unordered pair {s, t} once).
+    ``ordered_pairs`` counts (s, t) and (t, s) apart in the raw sum, doubling every raw value
+    (the normalised forms do not change: their divisor doubles too)."""
     require(kind in CENTRALITIES, f"unknown centrality {kind!r}; choose from {CENTRALITIES}")
     values = _centrality_functions(normalized_betweenness)[kind](_graph(adjacency))
-    return np.array([float(values[i]) for i in range(len(adjacency))], dtype=np.float64)
+    out = np.array([float(values[i]) for i in range(len(adjacency))], dtype=np.float64)
+    return out * 2.0 if ordered_pairs and not normalized_betweenness else out
 
 
 def softmax(values: np.ndarray) -> np.ndarray:
@@ -201,6 +272,7 @@ def floor_weights(weights: np.ndarray, floor: float) -> np.ndarray:
 
 
 LAMBDA_STARTS = ("uniform", "sizes")
+TINY = float(np.finfo(np.float64).tiny)  # a prior entry of 0 is read as this (dual_step)
 
 
 def start_weights(start: str, federation: list[int], sizes: dict[int, int] | None) -> np.ndarray:
@@ -274,11 +346,15 @@ def dual_step(
     """One projected ascent step on lambda: Pi(lambda + step * grad), then the floor.
 
     grad_k = loss_k - q (log(lambda_k / p_k) + 1): the gradient of sum_k lambda_k loss_k -
-    q KL(lambda || p) (TFL, Eq. 6); q = 0 (or no prior) is DRFA's plain ascent.
+    q KL(lambda || p) (TFL, Eq. 6); q = 0 (or no prior) is DRFA's plain ascent. A prior entry
+    p_k = 0 is a softmax that underflowed (c_k more than about 745 below the largest): it is
+    read as the smallest positive double, 2.2e-308, so the KL term pulls lambda_k towards 0 (then
+    the floor) as the true, tiny p_k would, without log(lambda / 0) (numpy's divide-by-zero and
+    invalid-value warnings).
     """
     grad = np.asarray(losses, dtype=np.float64).copy()
     if prior is not None and q > 0:
-        grad = grad - q * (np.log(weights / prior) + 1.0)
+        grad = grad - q * (np.log(weights / np.maximum(prior, TINY)) + 1.0)
     return floor_weights(project_simplex(weights + step * grad), floor)
 
 
@@ -320,6 +396,8 @@ def learn_topology(
     clusters: int = 0,
     seed: int = 0,
     normalized_betweenness: bool = False,
+    scaling: str = "minmax",
+    ordered_pairs: bool = False,
 ) -> Topology:
     """Client topology learning + the topological prior p = softmax(centrality).
 
@@ -339,12 +417,19 @@ def learn_topology(
         members = [torch.from_numpy(labels == c) for c in range(len(present))]
         centroids = torch.stack([vectors[m].double().mean(dim=0) for m in members])
         top = learn_topology(
-            centroids, similarity, epsilon, kind, normalized_betweenness=normalized_betweenness
+            centroids,
+            similarity,
+            epsilon,
+            kind,
+            normalized_betweenness=normalized_betweenness,
+            scaling=scaling,
+            ordered_pairs=ordered_pairs,
         )
         sizes = np.bincount(labels, minlength=len(present)).astype(np.float64)
         prior = top.prior[labels] / sizes[labels]
         return Topology(top.adjacency, top.scaled, top.centrality, prior, clusters=labels)
-    scaled = normalise(similarity_matrix(vectors, similarity))
+    magnitude = similarity_magnitude(vectors, similarity)
+    scaled = normalise(similarity_matrix(vectors, similarity), magnitude, scaling)
     adjacency = epsilon_graph(scaled, epsilon)
-    values = centrality(adjacency, kind, normalized_betweenness)
+    values = centrality(adjacency, kind, normalized_betweenness, ordered_pairs)
     return Topology(adjacency, scaled, values, softmax(values))

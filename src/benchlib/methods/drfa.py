@@ -8,7 +8,8 @@ min_w max_{lambda in simplex} sum_i lambda_i f_i(w). Each round s:
    once a client has trained; tau = 1 keeps the starting model);
 2. the new global model: ``paper`` - clients were sampled according to lambda (with
    replacement) and the model is the plain mean of the m returned models (draw counts as
-   weights); ``authors`` - clients sampled uniformly (without replacement) and the server step
+   weights; ``draws: without_replacement``: every client once, the lambda-weighted mean);
+   ``authors`` - clients sampled uniformly (without replacement) and the server step
    w <- w - sum_i lambda_i (N/m) (w - w_i) of the authors' code;
 3. the snapshot w' = uniform mean of the t'-iterates; a fresh uniform set U of m clients
    (``dual_clients``, default m = ``clients_per_round``, default N: every client) evaluates
@@ -16,7 +17,8 @@ min_w max_{lambda in simplex} sum_i lambda_i f_i(w). Each round s:
 4. lambda <- Pi(lambda + tau gamma_s v), Euclidean simplex projection, entries <= 1e-3 raised to
    1e-3 and renormalised; gamma_s = gamma * decay^(s+1) (the authors multiply gamma by 0.9 at
    the start of every round; default gamma 0.1), tau the mean local steps of the round's
-   clients (:func:`~benchlib.methods.client_graph.dual_step_size`, TFL's step too).
+   clients (:func:`~benchlib.methods.client_graph.dual_step_size`, TFL's step too; 1 with
+   ``local_step_scale: false``).
 
 lambda starts uniform, 1/N per client (``lambda_start: uniform``, the default) or, with
 ``lambda_start: sizes``, proportional to the clients' training-set sizes, as the DRFA authors'
@@ -88,6 +90,8 @@ class DRFA(StarMethod):
         dual_clients: int,
         variant: str,
         lambda_start: str,
+        local_step_scale: bool = True,
+        draws: str = "with_replacement",
     ) -> None:
         self.gamma = float(gamma)
         self.gamma_decay = float(gamma_decay)
@@ -96,6 +100,8 @@ class DRFA(StarMethod):
         self.dual_clients = int(dual_clients)
         self.variant = variant
         self.lambda_start = lambda_start
+        self.local_step_scale = bool(local_step_scale)
+        self.draws = draws
         self.train_sizes: dict[int, int] | None = None
         self._context: TrainingContext | None = None
         self._counts: dict[int, int] = {}
@@ -123,6 +129,8 @@ class DRFA(StarMethod):
         if self.variant == "authors":
             chosen = sample_clients(np.ones(len(self.federation)), m, rng)
             self._counts = {self.federation[i]: 1 for i in chosen}
+        elif self.draws == "without_replacement":  # every client once, weighted by lambda
+            self._counts = dict.fromkeys(self.federation, 1)
         else:
             counts = draw_counts(self.weights, m, rng)
             self._counts = {self.federation[i]: int(c) for i, c in enumerate(counts) if c > 0}
@@ -147,7 +155,12 @@ class DRFA(StarMethod):
             scale = lam * n / len(info.participants)
             new_global = global_vector - (scale[:, None] * (global_vector - received)).sum(dim=0)
         else:
-            counts = torch.tensor([self._counts.get(c, 1) for c in info.participants])
+            if self.draws == "without_replacement":
+                counts = torch.tensor(
+                    [self.weights[self.federation.index(c)] for c in info.participants]
+                )
+            else:
+                counts = torch.tensor([self._counts.get(c, 1) for c in info.participants])
             w = (counts / counts.sum()).to(received.dtype).to(received.device)
             new_global = (w[:, None] * received).sum(dim=0)
         self._dual_update(global_vector, info)
@@ -177,7 +190,8 @@ class DRFA(StarMethod):
             self.nonfinite_losses.append({"round": info.round, "clients": bad})
         v = np.zeros(n)
         v[chosen] = (n / size) * losses
-        step = dual_step_size(self.gamma, self.gamma_decay, info.round, float(np.mean(steps)))
+        tau = float(np.mean(steps)) if self.local_step_scale else 1.0
+        step = dual_step_size(self.gamma, self.gamma_decay, info.round, tau)
         self.weights = dual_step(self.weights, v, step, floor=self.floor)
         self.lambda_history.append([round(float(x), 6) for x in self.weights])
 

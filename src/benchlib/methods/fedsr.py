@@ -122,7 +122,8 @@ class FedSR(FedAvg):
         self, model: FedSRNet | FedSRSegNet, data_loss: DataLoss = F.cross_entropy
     ) -> DataLoss:
         """The local objective on one batch (uses the draws the forward pass kept):
-        ``data_loss`` (cross entropy per sample; the task's loss per pixel) + the regularisers."""
+        ``data_loss`` (the cell's task loss: cross entropy or the configured one per sample, the
+        task's loss per pixel) + the regularisers."""
 
         def loss(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
             assert model.last is not None
@@ -135,12 +136,11 @@ class FedSR(FedAvg):
 
     def train_client(self, context: TrainingContext, client: int, round: int) -> None:
         model = context.models[client]
-        if isinstance(model, FedSRSegNet):
-            context.train(client, loss_fn=self.loss_fn(model, context.loss_fn))
-            return
-        require(isinstance(model, FedSRNet), "fedsr: the client model lacks FedSR's head")
-        assert isinstance(model, FedSRNet)
-        context.train(client, loss_fn=self.loss_fn(model))
+        require(
+            isinstance(model, (FedSRNet, FedSRSegNet)), "fedsr: the client model lacks FedSR's head"
+        )
+        assert isinstance(model, (FedSRNet, FedSRSegNet))
+        context.train(client, loss_fn=self.loss_fn(model, context.loss_fn))
 
 
 def is_dense(task: Task) -> bool:

@@ -103,6 +103,10 @@ class TFL(StarMethod):
         normalized_betweenness: bool,
         local_step_scale: bool,
         lambda_start: str,
+        embedding: str = "latest",
+        scaling: str = "minmax",
+        draws: str = "with_replacement",
+        ordered_pairs: bool = False,
     ) -> None:
         self.similarity = similarity
         self.epsilon = float(epsilon)
@@ -119,8 +123,14 @@ class TFL(StarMethod):
         self.normalized_betweenness = bool(normalized_betweenness)
         self.local_step_scale = bool(local_step_scale)
         self.lambda_start = lambda_start
+        self.embedding_age = embedding
+        self.scaling = scaling
+        self.draws = draws
+        self.ordered_pairs = bool(ordered_pairs)
         self.train_sizes: dict[int, int] | None = None
         self._steps: dict[int, StepCounter] = {}
+        self._mix: dict[int, float] = {}  # client -> lambda_k (draws without replacement)
+        self._extra: set[int] = set()  # clients trained for the graph only (embedding current)
         self._context: TrainingContext | None = None
         self._counts: dict[int, int] = {}
         self._columns: torch.Tensor | None = None  # bool [d]: the node-embedding entries
@@ -133,6 +143,7 @@ class TFL(StarMethod):
         self.prior = np.zeros(0)
         self.memory: torch.Tensor | None = None
         self.seen = np.zeros(0, dtype=bool)
+        self.last_drawn = np.zeros(0, dtype=int)  # per client: the last round it was drawn
         self.lambda_history: list[list[float]] = []
         self.topology_history: list[dict[str, Any]] = []
         self.nonfinite_losses: list[dict[str, Any]] = []  # rounds with a diverged client
@@ -147,15 +158,33 @@ class TFL(StarMethod):
             self.weights = start_weights(self.lambda_start, self.federation, self.train_sizes)
             self.prior = np.full(k, 1.0 / k)
             self.seen = np.zeros(k, dtype=bool)
+            self.last_drawn = np.full(k, -1, dtype=int)
 
     # ------------------------------------------------------------------ round hooks
     def participants(self, round: int, clients: list[int], rng: np.random.Generator) -> list[int]:
+        """The drawn clients (``draws``): m draws by lambda with replacement, weighted by their
+        counts; or every federation client once, weighted by lambda. With ``embedding:
+        current`` every federation client also trains in a topology round, weight 0 unless
+        drawn, so that each node of the graph is a model of this round."""
         self._start(clients)
-        m = self.clients_per_round or len(self.federation)
-        counts = draw_counts(self.weights, m, rng)
-        self._counts = {self.federation[i]: int(c) for i, c in enumerate(counts) if c > 0}
         self._steps = {}
-        return sorted(self._counts)
+        self._extra = set()
+        if self.draws == "without_replacement":
+            self._counts = dict.fromkeys(self.federation, 1)
+            self._mix = {c: float(w) for c, w in zip(self.federation, self.weights, strict=True)}
+        else:
+            m = self.clients_per_round or len(self.federation)
+            counts = draw_counts(self.weights, m, rng)
+            self._counts = {self.federation[i]: int(c) for i, c in enumerate(counts) if c > 0}
+            self._mix = {}
+        for c in self._counts:
+            self.last_drawn[self.federation.index(c)] = round
+        if self.embedding_age == "current" and self._topology_round(round):
+            self._extra = set(self.federation) - set(self._counts)
+        return sorted(set(self._counts) | self._extra)
+
+    def _topology_round(self, round_index: int) -> bool:
+        return (round_index + 1) % self.update_every == 0
 
     def train_client(self, context: TrainingContext, client: int, round: int) -> None:
         self._context = context  # the server evaluates the new global model through it
@@ -176,19 +205,29 @@ class TFL(StarMethod):
     def aggregate(
         self, global_vector: torch.Tensor, received: torch.Tensor, info: StarRound
     ) -> torch.Tensor:
-        counts = torch.tensor(
-            [self._counts.get(c, 1) for c in info.participants], dtype=torch.float64
-        )
-        weights = (counts / counts.sum()).to(received.dtype).to(received.device)
+        mix = torch.tensor([self._weight(c) for c in info.participants], dtype=torch.float64)
+        if float(mix.sum()) <= 0:  # no drawn client among those that trained
+            mix = torch.ones(len(info.participants), dtype=torch.float64)
+        weights = (mix / mix.sum()).to(received.dtype).to(received.device)
         new_global = weights @ received
         self._remember(received, info.participants)
-        if (info.round + 1) % self.update_every == 0 and self.seen.sum() >= 2:
+        if self._topology_round(info.round) and self.seen.sum() >= 2:
             self._update_topology(info.round)
-        self._update_weights(new_global, info.round, self._local_steps(info.participants))
+        drawn = [c for c in info.participants if c not in self._extra] or list(info.participants)
+        self._update_weights(new_global, info.round, self._local_steps(drawn))
         return new_global
 
+    def _weight(self, client: int) -> float:
+        """A trained client's weight in the new global model: its draw count, lambda_k when
+        every client is drawn once, 0 when it trained only for the graph (``current``)."""
+        if client in self._extra:
+            return 0.0
+        if self._mix:
+            return self._mix.get(client, 0.0)
+        return float(self._counts.get(client, 1))
+
     def _local_steps(self, participants: list[int]) -> float:
-        """tau of the dual step: the participants' mean local steps (1 without
+        """tau of the dual step: the drawn participants' mean local steps (1 without
         ``local_step_scale``; a participant that did not train counts 1, as in DRFA)."""
         if not self.local_step_scale:
             return 1.0
@@ -207,7 +246,12 @@ class TFL(StarMethod):
 
     def _update_topology(self, round_index: int) -> None:
         assert self.memory is not None
-        idx = np.nonzero(self.seen)[0]
+        nodes = self.seen.copy()
+        if self.embedding_age == "recent":  # drawn in the last f rounds (this one included)
+            nodes &= self.last_drawn > round_index - self.update_every
+            if nodes.sum() < 2:
+                return
+        idx = np.nonzero(nodes)[0]
         embeddings = self.memory[torch.from_numpy(idx)]
         finite = torch.isfinite(embeddings).all(dim=1).tolist()
         bad = [self.federation[i] for i, ok in zip(idx, finite, strict=True) if not ok]
@@ -225,11 +269,13 @@ class TFL(StarMethod):
             self.clusters,
             seed=self.seed,
             normalized_betweenness=self.normalized_betweenness,
+            scaling=self.scaling,
+            ordered_pairs=self.ordered_pairs,
         )
         prior = np.zeros(len(self.federation))
         prior[idx] = top.prior * len(idx) / len(self.federation)
-        if len(idx) < len(self.federation):  # unseen clients: the smallest seen mass
-            prior[~self.seen] = prior[idx].min()
+        if len(idx) < len(self.federation):  # clients not in the graph: the smallest node mass
+            prior[~nodes] = prior[idx].min()
         self.prior = prior / prior.sum()
         record = top.record(round_index, [self.federation[i] for i in idx])
         record["prior_all"] = [round(float(x), 6) for x in self.prior]
@@ -255,6 +301,7 @@ class TFL(StarMethod):
             "weights": torch.from_numpy(self.weights.copy()),
             "prior": torch.from_numpy(self.prior.copy()),
             "seen": [bool(s) for s in self.seen],
+            "last_drawn": [int(r) for r in self.last_drawn],
             "memory": self.memory if self.memory is not None else torch.zeros(0),
             "lambda_history": self.lambda_history,
             "topology_history": self.topology_history,
@@ -266,6 +313,7 @@ class TFL(StarMethod):
         self.weights = state["weights"].numpy().copy()
         self.prior = state["prior"].numpy().copy()
         self.seen = np.array(state["seen"], dtype=bool)
+        self.last_drawn = np.array(state.get("last_drawn", [-1] * len(self.seen)), dtype=int)
         self.memory = state["memory"] if state["memory"].numel() else None
         self.lambda_history = list(state["lambda_history"])
         self.topology_history = list(state["topology_history"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchlib.errors import BenchlibError, require
-from benchlib.io import write_with_atomic
+from benchlib.io import loads_json, write_with_atomic
 
 ID_COLUMNS = [
     "experiment",
@@ -52,7 +52,7 @@ def metrics_rows(path: Path) -> list[dict]:
     """Rows of one metrics.json file."""
     require(path.is_file(), f"metrics file {path} not found; run its cell first")
     try:
-        metrics = json.loads(path.read_text(encoding="utf-8"))
+        metrics = loads_json(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BenchlibError(f"{path} is not valid JSON; delete it and rerun its cell") from exc
     require(

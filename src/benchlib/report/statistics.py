@@ -226,3 +226,107 @@ def test_frame(
         }
         rows.append(row)
     return pd.DataFrame(rows, columns=[*keys, "best", "second", "pairs", "p_value", "verdict"])
+
+
+# ------------------------------------------------------------- one-sided tests, Holm, power
+@dataclass(frozen=True)
+class OneSided:
+    """A one-sided paired test of differences ``d`` (claimed direction: d > 0): the pairs, the
+    statistic, p of "d > 0" (``p_greater``) and of "d < 0" (``p_less``); None with a ``note``
+    when the test cannot run."""
+
+    test: str
+    n: int
+    statistic: float | None
+    p_greater: float | None
+    p_less: float | None
+    note: str = ""
+
+
+def one_sided_test(differences: Sequence[float], test: str = "paired_t") -> OneSided:
+    """Both one-sided p-values of ``test`` on ``differences`` (NaNs dropped); too few pairs or
+    no variance give a note instead (the same limits as :func:`paired_test`)."""
+    import numpy as np
+    from scipy.stats import ttest_1samp, wilcoxon
+
+    require(test in PAIRED_TESTS, f"unknown paired test {test!r}; one of {list(PAIRED_TESTS)}")
+    chosen = PAIRED_TESTS[test]
+    d = np.asarray([v for v in differences if v == v], dtype=float)
+    n, nonzero = len(d), int(np.count_nonzero(d))
+    if n < 2 or nonzero < chosen.minimum:
+        what = f"n = {n} pairs" if nonzero == n else f"n = {n} pairs, {nonzero} not tied"
+        note = f"{TOO_FEW} ({what}; {chosen.label} needs {chosen.minimum})"
+        return OneSided(chosen.label, n, None, None, None, note)
+    if np.ptp(d) <= 1e-9 * max(1.0, float(np.abs(d).max())):
+        return OneSided(chosen.label, n, None, None, None, "every pair differs by the same amount")
+    if test == "paired_t":
+        greater, less = (
+            ttest_1samp(d, 0.0, alternative="greater"),
+            ttest_1samp(d, 0.0, alternative="less"),
+        )
+    else:
+        greater = wilcoxon(d, zero_method="wilcox", alternative="greater")
+        less = wilcoxon(d, zero_method="wilcox", alternative="less")
+    return OneSided(
+        chosen.label, n, float(greater.statistic), float(greater.pvalue), float(less.pvalue)
+    )
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (None stays None and is not counted)."""
+    present = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    m = len(present)
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, index) in enumerate(present):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[index] = running
+    return adjusted
+
+
+def t_power(effect: float, sd: float, n: int, alpha: float) -> float:
+    """Power of the one-sided one-sample t-test at level ``alpha`` with ``n`` pairs when the
+    true mean difference is ``effect`` and its standard deviation ``sd`` (noncentral t)."""
+    import math
+
+    from scipy.stats import nct, t
+
+    if n < 2 or sd <= 0:
+        return float("nan")
+    critical = t.ppf(1 - alpha, n - 1)
+    return float(nct.sf(critical, n - 1, effect / sd * math.sqrt(n)))
+
+
+def detectable_effect(sd: float, n: int, alpha: float, power: float) -> float | None:
+    """The smallest mean difference the one-sided t-test detects with probability ``power``
+    (n pairs, differences' sd ``sd``); None when n < 2 or sd is 0."""
+    from scipy.optimize import brentq
+
+    if n < 2 or not sd > 0:
+        return None
+    high = sd
+    while t_power(high, sd, n, alpha) < power:
+        high *= 2
+    return float(brentq(lambda e: t_power(e, sd, n, alpha) - power, 0.0, high, xtol=1e-10 * sd))
+
+
+def pairs_needed(
+    effect: float, sd: float, alpha: float, power: float, limit: int = 100_000
+) -> int | None:
+    """The fewest pairs for which the one-sided t-test detects ``effect`` with ``power`` (sd
+    ``sd``); None for a non-positive effect, sd 0 or more than ``limit`` pairs."""
+    if not effect > 0 or not sd > 0:
+        return None
+    n = 2
+    while t_power(effect, sd, n, alpha) < power:
+        n = n * 2 if n < 64 else n + max(1, n // 8)
+        if n > limit:
+            return None
+    low = max(2, n // 2)
+    while low < n:  # the smallest n in (low, n] with enough power
+        middle = (low + n) // 2
+        if t_power(effect, sd, middle, alpha) >= power:
+            n = middle
+        else:
+            low = middle + 1
+    return n

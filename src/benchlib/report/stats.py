@@ -5,6 +5,7 @@ shown (label, percent or plain, decimals)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchlib.config import NO_MALFUNCTION
@@ -97,6 +98,22 @@ def check_metric(collected: pd.DataFrame, metric: str, what: str) -> None:
         f"{what}: the collected results have no test metric {metric!r} (they have: "
         f"{', '.join(available) or 'none'}); choose one of those as the report's metric",
     )
+
+
+def read_collected(paths: list[Path] | list[str]) -> pd.DataFrame:
+    """The collected CSVs ``paths`` as one frame, each k = 0 row once.
+
+    Every malfunction's CSV of an experiment repeats the experiment's k = 0 cells (malfunction
+    ``none``, shared by all its malfunctions), so concatenating two of them would count those
+    rows twice; this keeps one copy of each (same experiment, method, k, seed and client)."""
+    import pandas as pd
+
+    require(bool(paths), "no collected CSV given; pass --collected with the report's inputs")
+    frame = pd.concat([pd.read_csv(path) for path in paths], ignore_index=True)
+    shared = frame["k"] == 0
+    keys = ["experiment", "method_id", "k", "seed", "client"]
+    repeated = shared & frame.duplicated(subset=keys)
+    return frame[~repeated].reset_index(drop=True)
 
 
 def table_rows(collected: pd.DataFrame, experiment: str, malfunction: str) -> pd.DataFrame:

@@ -238,3 +238,32 @@ def test_corrupt_archive_stops_the_prepare_step_with_no_store(tff, tmp_path):
     assert not (work / "results/data/tff").exists()
     assert list((work / "results/data").glob(".*")) == []
     assert not (work / "results/splits").exists()
+
+
+def test_a_member_declaring_more_than_the_release_can_hold_is_refused_unread(tmp_path):
+    """A tiny archive whose member declares terabytes (bz2 of zeros, or just a header) stops
+    before a byte is extracted: the release's files have known sample counts."""
+    import bz2
+
+    from benchlib.data.sources.femnist import TFF_MAX_BYTES
+
+    declared = TFF_MAX_BYTES["fed_emnist_train.h5"] + 1
+    header = tarfile.TarInfo("fed_emnist_train.h5")
+    header.size = declared
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    (downloads / ARCHIVE).write_bytes(bz2.compress(header.tobuf(tarfile.GNU_FORMAT) + bytes(4096)))
+    assert (downloads / ARCHIVE).stat().st_size < 1000
+    params = {"download_dir": str(downloads), "sha256": sha256(downloads / ARCHIVE)}
+    with pytest.raises(BenchlibError, match=f"fed_emnist_train.h5 declares {declared:,} bytes"):
+        get_dataset("femnist_tff").prepare(tmp_path / "store", params)
+    assert not (tmp_path / "store").exists()
+    assert list(tmp_path.glob(".store*")) == []
+
+
+def test_the_size_bounds_hold_the_release_with_room():
+    from benchlib.data.sources.femnist import TFF_MAX_BYTES
+
+    pixels = {"fed_emnist_train.h5": 671_585 * 28 * 28 * 4, "fed_emnist_test.h5": 77_483 * 3136}
+    for name, raw in pixels.items():
+        assert 2 * raw < TFF_MAX_BYTES[name] < 3 * raw

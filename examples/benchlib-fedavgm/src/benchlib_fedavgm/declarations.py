@@ -5,6 +5,7 @@ parse included, so it imports no torch: each declaration names its implementatio
 ``"module:attribute"``, imported only when a cell builds it.
 """
 
+import benchlib_fedavgm.report  # noqa: F401  (registers the worst_client report kind)
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.methods.catalog import METHODS, declare_method
 from benchlib.params import Param

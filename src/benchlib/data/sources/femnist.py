@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchlib.data.archive_bounds import check_member_size, copy_declared
 from benchlib.data.download import (
     RemoteFile,
     download_params,
@@ -53,6 +53,15 @@ TFF_ARCHIVE = "fed_emnist.tar.bz2"
 TFF_URL = "https://storage.googleapis.com/tff-datasets-public/fed_emnist.tar.bz2"
 TFF_SHA256 = "fe1ed5a502cea3a952eb105920bff8cffb32836b5173cb18a57a32c3606f3ea0"
 TFF_MEMBERS = {"train": "fed_emnist_train.h5", "test": "fed_emnist_test.h5"}
+# The most bytes each HDF5 file of the release can hold: its samples as float32 28x28 pixels and
+# an int32 label, twice over, and 64 KiB of HDF5 structure per writer (671,585 train and 77,483
+# test samples of 3,400 writers): an archive member declaring more is not this release.
+TFF_SAMPLES = {"fed_emnist_train.h5": 671_585, "fed_emnist_test.h5": 77_483}
+TFF_WRITERS = 3_400
+TFF_MAX_BYTES = {
+    name: 2 * samples * (28 * 28 * 4 + 4) + TFF_WRITERS * 64 * 1024
+    for name, samples in TFF_SAMPLES.items()
+}
 
 _LEAF_FILE = re.compile(r"^(?P<shard>.+)_(?P<split>train|test)_[^_]+\.json$")
 
@@ -270,17 +279,20 @@ def _corrupt_archive(archive: Path, exc: BaseException) -> BenchlibError:
 
 
 def extract_members(archive: Path, names: list[str], folder: Path) -> dict[str, Path]:
-    """Copy the regular files called ``names`` (any folder inside ``archive``) into ``folder``."""
+    """Copy the regular files called ``names`` (any folder inside ``archive``) into ``folder``,
+    each at most the size the release can have (:data:`TFF_MAX_BYTES`)."""
     found: dict[str, Path] = {}
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in tar:
                 base = Path(member.name).name
                 if member.isfile() and base in names and base not in found:
+                    what = f"{archive}:{member.name}"
+                    check_member_size(member.size, TFF_MAX_BYTES.get(base, member.size), what)
                     source = tar.extractfile(member)
                     assert source is not None  # regular files always have a stream
-                    with source, open(folder / base, "wb") as target:
-                        shutil.copyfileobj(source, target, 1 << 20)
+                    with source:
+                        copy_declared(source, folder / base, member.size, what)
                     found[base] = folder / base
     except OSError as exc:
         if exc.errno is not None:  # the file system, not the archive (disk full, permissions)

@@ -77,6 +77,7 @@ def write_run(
     resumed: int = 0,
     metric: str = "roc_auc",
     summary: dict | None = None,
+    pooled: dict | None = None,
 ) -> dict:
     """metrics.json (+ timing.json) of one cell; returns its run entry."""
     folder = root / name
@@ -96,6 +97,7 @@ def write_run(
         "clients": [{"client": i, f"test_{metric}": v} for i, v in enumerate(clients)],
         "held_out_clients": [{"client": 10 + i, f"test_{metric}": v} for i, v in enumerate(held)],
         "method_summary": summary or {},
+        **({"pooled": pooled} if pooled is not None else {}),
     }
     (folder / "metrics.json").write_text(json.dumps(metrics))
     timing = {"round_seconds": seconds or [1.0, 1.0, 1.0], "resumed_from_round": resumed}
@@ -109,41 +111,51 @@ def paths(runs: list[dict], timing: bool = True) -> list[Path]:
 
 
 def test_cost_table_values_by_hand(tmp_path):
+    """Table 6 scores the pooled predictions, as Table 10 and the report score the same eICU
+    cells (before: the mean of per-client ROC-AUCs, dropping hospitals with a null one: here
+    fedavg's seed 1 would read 0.7 from its one defined hospital, the pooled 0.674 instead)."""
     runs = [
-        {**write_run(tmp_path, "a0", [0.9], [0.5, 0.7], seconds=[1.0, 2.0, 3.0]),
+        {**write_run(tmp_path, "a0", [0.9], [0.5, 0.7], seconds=[1.0, 2.0, 3.0],
+                     pooled={"oof": {"roc_auc": 0.62}, "if": {"roc_auc": 0.9}}),
          "method": "fedavg", "experiment": "e", "seed": 0},
-        {**write_run(tmp_path, "a1", [0.9], [0.7, 0.7], seconds=[2.0, 2.0, 2.0]),
+        {**write_run(tmp_path, "a1", [0.9], [None, 0.7], seconds=[2.0, 2.0, 2.0],
+                     pooled={"oof": {"roc_auc": 0.674}, "if": {"roc_auc": 0.9}}),
          "method": "fedavg", "experiment": "e", "seed": 1},
         # resumed at round 1: 2 rounds of 4 s measured -> 3 rounds estimated at 12 s
-        {**write_run(tmp_path, "t0", [0.9], [0.8, 0.8], seconds=[4.0, 4.0], resumed=1),
+        {**write_run(tmp_path, "t0", [0.9], [0.8, 0.8], seconds=[4.0, 4.0], resumed=1,
+                     pooled={"oof": {"roc_auc": 0.8}, "if": {"roc_auc": 0.9}}),
          "method": "tfl", "experiment": "e", "seed": 0},
     ]  # fmt: skip
     spec = {
         "name": "t6", "metric": "roc_auc", "metric_label": "ROC-AUC", "percent": True,
         "decimals": 2, "scope": "oof", "methods": [["fedavg", "FedAvg"], ["tfl", "TFL"]],
-        "runs": runs, "title": "T6", "caption_note": "",
+        "runs": runs, "title": "T6", "caption_note": "", "pooling": "pooled",
         "quoted": {"tfl": {"value": 58.41, "std": 0.06, "seconds": 437.61}},
     }  # fmt: skip
     kind = get_kind("tfl_cost_table")
     values = kind.values(spec, paths(runs))
-    assert values["fedavg"]["value"] == pytest.approx([0.6, 0.7])
+    assert values["fedavg"]["value"] == pytest.approx([0.62, 0.674])
     assert values["fedavg"]["seconds"] == [6.0, 6.0]
     assert values["tfl"]["seconds"] == [12.0] and values["tfl"]["per_round"] == [4.0]
     out = tmp_path / "t6.tex"
     kind.render(spec, paths(runs), [out])
     text = out.read_text()
-    # OOF means 60 and 70 -> 65.00 +- 5.00; seconds 6, 6 -> 6.00 +- 0.00; 2.000 s per round
-    assert r"FedAvg & 65.00 $\pm$ 5.00 & 6.00 $\pm$ 0.00 & 2.000 $\pm$ 0.000 \\" in text
+    # pooled OOF 62.0 and 67.4 -> 64.70 +- 2.70; seconds 6, 6 -> 6.00 +- 0.00; 2.000 s per round
+    assert r"FedAvg & 64.70 $\pm$ 2.70 & 6.00 $\pm$ 0.00 & 2.000 $\pm$ 0.000 \\" in text
     assert r"TFL & 80.00 & 12.00 & 4.000 \\" in text
     assert r"TFL & 58.41 $\pm$ 0.06 & 437.61 & -- \\" in text and "paper (quoted)" in text
     assert "1 resumed cell(s)" in text
+    # the client mean stays available: seed 1's hospital without a ROC-AUC is left out
+    clients = kind.values({**spec, "pooling": "clients"}, paths(runs))
+    assert clients["fedavg"]["value"] == pytest.approx([0.6, 0.7])
 
 
 def test_cost_table_needs_timing(tmp_path):
     run = {**write_run(tmp_path, "a", [0.9], [0.5]), "method": "fedavg", "seed": 0}
     Path(run["timing"]).write_text(json.dumps({"resumed_from_round": 0}))
     spec = {"name": "t", "metric": "roc_auc", "scope": "oof", "methods": [["fedavg", "F"]],
-            "runs": [run], "title": "t", "caption_note": "", "quoted": {}}  # fmt: skip
+            "runs": [run], "title": "t", "caption_note": "", "pooling": "pooled",
+            "quoted": {}}  # fmt: skip
     with pytest.raises(BenchlibError, match="no round_seconds"):
         get_kind("tfl_cost_table").values(spec, paths([run]))
 

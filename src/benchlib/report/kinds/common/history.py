@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchlib import layout
 from benchlib.errors import BenchlibError, require
+from benchlib.io import loads_json
 from benchlib.report.base import ReportKind, check_known, check_outputs
 from benchlib.report.figures import save_figure
 
@@ -43,7 +44,7 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     """A JSON file, with one clear error when it is missing or broken."""
     require(Path(path).is_file(), f"{what} {path} not found; run its cell first")
     try:
-        return json.loads(Path(path).read_text())
+        return loads_json(Path(path).read_text())
     except json.JSONDecodeError as exc:
         raise BenchlibError(f"{path} is not valid JSON; delete it and rerun its cell") from exc
 

@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 from benchlib import layout
 from benchlib.data.paths import resolve_input_path
 from benchlib.errors import require
+from benchlib.limits import MAX_RESAMPLES
+from benchlib.paper_configs import added_methods
 from benchlib.params import Param, Params
 from benchlib.report.base import (
     ReportKind,
@@ -71,6 +73,7 @@ if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
 
 PAPER_VALUES = "config/paper_values/lightyear.csv"
+NOT_IN_PAPER = "not in the paper"  # the paper column of a method added with add_methods
 DEFAULT_METRIC = "accuracy"  # a compare entry's collected metric unless it names one
 NO_READING = "-"  # a compare entry's reading unless it names one
 COMPARE = {
@@ -312,6 +315,7 @@ def markdown(
     tests = pd.DataFrame(columns=LIGHTYEAR_KEYS) if tests is None else tests
     confidence = round(100 * spec["confidence"])
     experiments = {exp["experiment"]: exp for exp in spec_value(spec, "experiments")}
+    not_in_paper = {name: exp.get("not_in_paper") or [] for name, exp in experiments.items()}
     lines = [f"# {spec_value(spec, 'title')}", ""]
     lines += [
         "Ours: per-client final test metric, mean and population std over all clients "
@@ -358,9 +362,12 @@ def markdown(
             within_text = (
                 "-" if row.within_2std != row.within_2std else ("yes" if row.within_2std else "no")
             )
-            paper_text = (
-                "-" if row.paper != row.paper else f"{_num(row.paper)} +- {_num(row.paper_std)}"
-            )
+            if row.method_id in not_in_paper.get(experiment, ()):
+                paper_text = NOT_IN_PAPER
+            elif row.paper != row.paper:
+                paper_text = "-"
+            else:
+                paper_text = f"{_num(row.paper)} +- {_num(row.paper_std)}"
             mark = DIVERGED_SIGN if getattr(row, "diverged", 0) else ""
             lines.append(
                 f"| {row.method_id} | {row.k} | {_num(row.ours)} +- {_num(row.ours_std)}{mark} | "
@@ -464,7 +471,7 @@ class PaperComparison(ReportKind):
                 "confidence level of the bootstrap interval per cell",
             ),
             "resamples": Param(
-                {"type": "integer", "minimum": 100},
+                {"type": "integer", "minimum": 100, "maximum": MAX_RESAMPLES},
                 RESAMPLES,
                 "bootstrap resamples (seeded, so the interval is reproducible)",
             ),
@@ -495,6 +502,7 @@ class PaperComparison(ReportKind):
             check_experiments(config, [experiment])
             exp = config.experiments[experiment]
             methods = [[m, config.methods[m]["method"]] for m in exp["methods"]]
+            added = added_methods(config.raw, exp["base"])  # add_methods: not the paper's rows
             experiments.append(
                 {
                     "experiment": experiment,
@@ -504,6 +512,7 @@ class PaperComparison(ReportKind):
                     "metric": DEFAULT_METRIC,
                     "reading": NO_READING,
                     **entry,
+                    **({"not_in_paper": added} if added else {}),
                 }
             )
         return {

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from benchlib import layout
 from benchlib.errors import require
+from benchlib.limits import MAX_RESAMPLES
+from benchlib.paper_configs import added_methods
 from benchlib.params import Param, Params
 from benchlib.report.base import (
     ReportKind,
@@ -119,7 +121,10 @@ def numbers_frame(spec: dict[str, Any], ranking: Ranking) -> pd.DataFrame:
         note = "no value in any block; left out"
         rows.append({"method_id": method, "method": labels[method], "note": note})
     columns = [*rows[0]] if ranking.order else ["method_id", "method", "note"]
-    return pd.DataFrame(rows, columns=columns)
+    frame = pd.DataFrame(rows, columns=columns)
+    if "not_in_paper" in spec:  # methods added to paper experiments (add_methods)
+        frame["in_paper"] = ~frame["method_id"].isin(spec["not_in_paper"])
+    return frame
 
 
 def caption_lines(spec: dict[str, Any], ranking: Ranking) -> list[str]:
@@ -170,6 +175,10 @@ def caption_lines(spec: dict[str, Any], ranking: Ranking) -> list[str]:
             f"block{'s' if len(labels) != 1 else ''} ({', '.join(labels[:3])}"
             f"{', ...' if len(labels) > 3 else ''}): ranked by its measured values."
         )
+    if "not_in_paper" in spec:
+        labels = dict(tuple(m) for m in spec["methods"])
+        added = ", ".join(labels[m] for m in spec["not_in_paper"])
+        lines.append(f"Not in the paper (added with add_methods): {added}.")
     left = blocks.left_out
     lines += left[:SHOWN_LEFT_OUT]
     if len(left) > SHOWN_LEFT_OUT:
@@ -317,7 +326,7 @@ class RankingFigure(ReportKind):
                 "confidence level of the IQM intervals",
             ),
             "resamples": Param(
-                {"type": "integer", "minimum": 100},
+                {"type": "integer", "minimum": 100, "maximum": MAX_RESAMPLES},
                 2000,
                 "bootstrap resamples of the IQM intervals",
             ),
@@ -356,10 +365,15 @@ class RankingFigure(ReportKind):
         title = params["title"]
         if title is None:
             title = "Ranking: " + ", ".join(e["title"] for e in entries)
+        added = {
+            m for e in experiments for m in added_methods(config.raw, config.experiments[e]["base"])
+        }
+        not_in_paper = [m for m in methods if m in added]  # add_methods: not the paper's
         return {
             "name": name,
             "experiments": entries,
             "methods": [[m, config.method_label(m)] for m in methods],
+            **({"not_in_paper": not_in_paper} if not_in_paper else {}),
             "title": title,
             **{k: params[k] for k in ("posthoc", "alpha", "confidence", "resamples", "seed")},
             **metric_display(params).as_spec(),

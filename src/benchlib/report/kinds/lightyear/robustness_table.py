@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchlib import __version__, layout
 from benchlib.errors import require
+from benchlib.limits import MAX_RESAMPLES
 from benchlib.params import Param, Params
 from benchlib.report.base import (
     ReportKind,
@@ -206,7 +207,7 @@ class RobustnessTable(ReportKind):
                 "with ci: the confidence level of the intervals",
             ),
             "resamples": Param(
-                {"type": "integer", "minimum": 100},
+                {"type": "integer", "minimum": 100, "maximum": MAX_RESAMPLES},
                 9999,
                 "with ci: bootstrap resamples (seeded: reproducible)",
             ),

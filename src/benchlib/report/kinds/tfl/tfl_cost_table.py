@@ -1,7 +1,9 @@
 """TFL Table 6 style: each method's score next to its measured wall-clock time.
 
-One row per method of one experiment: the mean test metric over the scope's clients (default
-OOF), the cell's wall-clock time (sum of its round times, :mod:`tfl_runs`) and the time per
+One row per method of one experiment: the scope's test metric (default OOF), scored as every TFL
+table scores it (``pooling: pooled``, the default: the metric of the scope's pooled predictions,
+so no hospital is dropped for an undefined ROC-AUC; ``clients``: the mean over the scope's
+clients), the cell's wall-clock time (sum of its round times, :mod:`tfl_runs`) and the time per
 round, each ``mean $\\pm$ std`` over seeds. Numbers quoted from the paper (``quoted: {method id:
 {value, std, seconds}}``) appear in their own block, marked as quoted, never mixed with ours.
 Config entry::
@@ -25,10 +27,11 @@ from benchlib.errors import require
 from benchlib.params import Param, Params
 from benchlib.report.base import ReportKind, check_outputs, register_kind, required_param
 from benchlib.report.kinds.tfl.runs import (
+    POOLINGS,
     SCOPE_NAMES,
+    cell_value,
     methods_params,
     methods_spec,
-    scope_mean,
     scoped_runs,
     seed_mean_std,
     timed_inputs,
@@ -52,6 +55,12 @@ class TflCostTable(ReportKind):
                 decimals=Param({"type": "integer", "minimum": 0}, 2, "decimals of the metric"),
             ),
             "caption_note": Param({"type": "string"}, "", "a sentence added to the caption"),
+            "pooling": Param(
+                {"enum": list(POOLINGS)},
+                "pooled",
+                "pooled: the metric of the scope's pooled predictions (as tfl_table scores the "
+                "same cells); clients: the mean of the scope's per-client metrics",
+            ),
             "quoted": Param(
                 {
                     "type": "object",
@@ -81,6 +90,7 @@ class TflCostTable(ReportKind):
         return {
             **methods_spec(name, params, config, display, runs, scope=scope),
             "caption_note": params["caption_note"],
+            "pooling": params["pooling"],
             "quoted": quoted,
         }
 
@@ -94,7 +104,10 @@ class TflCostTable(ReportKind):
         return {
             method: {
                 "value": [
-                    scope_mean(t.metrics, spec["scope"], spec["metric"], t.where) for t in runs
+                    cell_value(
+                        t.metrics, spec["scope"], f"test_{spec['metric']}", t.where, spec["pooling"]
+                    )
+                    for t in runs
                 ],
                 "seconds": [t.seconds for t in runs],
                 "per_round": [t.seconds / t.rounds for t in runs],
