@@ -67,7 +67,8 @@ def test_dry_run_works_with_torch_unimportable(tmp_path):
         (fake / name / "__init__.py").write_text(
             f"raise ImportError('{name} imported while Snakemake parses the workflow')\n"
         )
-    env = {**tool_env(), "PYTHONPATH": str(fake)}
+    env = tool_env()  # the fake torch first, then the code under test (a worktree's own src)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(fake), env.get("PYTHONPATH")]))
     argv = ["snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path / "work")]
     done = subprocess.run(
         [*argv, f"--configfile={REPO / 'config' / 'demo.yaml'}", "--quiet", "rules"],
