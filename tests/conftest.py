@@ -131,10 +131,10 @@ def smoke_split(mnist_store, smoke_config, tmp_path_factory) -> Path:
 
 @pytest.fixture
 def smoke_cell_spec(smoke_config):
-    """Factory: the resolved spec of a smoke-config cell."""
+    """Factory: the resolved spec of a smoke-config cell, in its JSON form (a dict)."""
 
     def make(method: str = "lightyear", malfunction: str = "sfa", k: int = 1, seed: int = 0):
-        return smoke_config.cell_spec(Cell("smoke", malfunction, method, k, seed))
+        return smoke_config.cell_spec(Cell("smoke", malfunction, method, k, seed)).to_dict()
 
     return make
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -67,7 +68,8 @@ def test_dry_run_works_with_torch_unimportable(tmp_path):
         (fake / name / "__init__.py").write_text(
             f"raise ImportError('{name} imported while Snakemake parses the workflow')\n"
         )
-    env = {**tool_env(), "PYTHONPATH": str(fake)}
+    env = tool_env()  # the fake torch first, then the code under test (a worktree's own src)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(fake), env.get("PYTHONPATH")]))
     argv = ["snakemake", "-n", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path / "work")]
     done = subprocess.run(
         [*argv, f"--configfile={REPO / 'config' / 'demo.yaml'}", "--quiet", "rules"],
@@ -130,6 +132,12 @@ CONFIG_FALLBACKS = {
         "the fill site of a model section: reads the declared default",
     ("config.py", "ds.get('params', {})"):
         "checks the file's own entry before its params are filled on the next line",
+    ("config.py", "ds.get('task', DEFAULT_TASK)"):
+        "the fill site of a dataset entry (DatasetEntry.from_config): the default task",
+    ("config.py", "ds.get('label', name)"):
+        "the fill site of a dataset entry: tables name a dataset by its id by default",
+    ("config.py", "ds.get('held_out', ())"):
+        "the fill site of a dataset entry: no held-out clients by default",
     ("cli.py", "spec.get('task', DEFAULT_TASK)"):
         "benchlib prepare takes a hand-written --spec too; the same constant the config fills",
     ("html_report.py", "spec.get('title', tex.stem)"):

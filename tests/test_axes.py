@@ -58,7 +58,7 @@ def test_held_out_and_partition_axes():
     )
     variant = "smoke__held_out_1__partition_groups"
     spec = config.cell_spec(Cell(variant, "sfa", "fedavg", 1, 0))
-    assert spec["held_out"] == [1]
+    assert spec.held_out == (1,)
     split = config.split_name(config.experiment_dataset(variant))
     assert split == "mnist5k__partition_groups"
     assert config.dataset_spec(split)["partition"] == {"name": "groups", "min_size": 1}
@@ -118,10 +118,9 @@ def test_axis_values_reach_the_cell_summary_and_the_collected_csv(tmp_path):
     import json
 
     from benchlib.report.collect import collect
-    from benchlib.spec import CellSpec
 
     config = Config(with_axes({"ana.scale": [1.5]}))
-    spec = CellSpec.from_dict(config.cell_spec(Cell("smoke__ana_scale_1p5", "ana", "fedavg", 1, 0)))
+    spec = config.cell_spec(Cell("smoke__ana_scale_1p5", "ana", "fedavg", 1, 0))
     assert spec.summary()["axis_ana_scale"] == 1.5
     client = {"client": 0, "malicious": True, "test_accuracy": 0.5, "n_train": 1, "n_val": 1}
     path = tmp_path / "metrics.json"

@@ -22,7 +22,9 @@ from benchlib.settings import TRANSFORMS
 def test_every_declared_method_builds_from_its_declaration_alone(name):
     """The declaration is complete: every variant builds with no parameter given, the class it
     names has the declared topology, and the instance carries the declared name."""
-    from benchlib.methods.base import build_method, get_method_class
+    from helpers.builders import build_method
+
+    from benchlib.methods.base import get_method_class
 
     declared = METHODS.get(name)
     assert get_method_class(name).topology == declared.topology
@@ -98,7 +100,7 @@ def test_registry_rejects_duplicates_and_names_choices():
 
 
 def test_method_parameters_are_checked_against_the_catalog():
-    from benchlib.methods.base import build_method
+    from helpers.builders import build_method
 
     with pytest.raises(BenchlibError, match=r"method 'krum': variant: 'bogus' is not one of"):
         build_method("krum", {"variant": "bogus"})

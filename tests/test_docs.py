@@ -386,3 +386,55 @@ def test_the_docs_links_resolve():
             if "://" in target:
                 continue
             assert (path.parent / target).exists(), f"{path.relative_to(REPO)}: {target}"
+
+
+# A path written in the docs (inline code or a fence) that starts at one of these folders of
+# the repository names a file or folder that must exist; placeholders and globs are skipped.
+REPO_FOLDERS = ("config", "docs", "envs", "examples", "profiles", "src", "tests", "workflow")
+PATH_TOKEN = re.compile(r"(?<![\w./-])((?:" + "|".join(REPO_FOLDERS) + r")/[\w./-]*[\w/])")
+
+
+def written_paths(text: str) -> set[str]:
+    """Repository paths written in a page's code (inline or fenced)."""
+    fences = [
+        block
+        for language, block in FENCE.findall(text)
+        # a folder tree or a snippet of another project (a plugin's Snakefile) has its own root
+        if language.strip() in ("", "bash", "sh", "console", "yaml")
+        and not block.split("\n", 1)[0].rstrip().endswith("/")
+    ]
+    code = fences + INLINE.findall(FENCE.sub("", text))
+    found = set()
+    for snippet in code:
+        for token in PATH_TOKEN.findall(snippet):
+            end = snippet[snippet.index(token) + len(token) :][:1]
+            if end in ("<", "{", "*", "$") or "..." in token:
+                continue  # a placeholder or a glob: not one path
+            found.add(token.rstrip("/."))
+    return found
+
+
+def test_the_paths_written_in_the_docs_exist():
+    assert "config/demo.yaml" in written_paths("`snakemake --configfile=config/demo.yaml`")
+    assert not written_paths("`config/paper/<name>.yaml` `results/runs/x` `src/{a,b}.py`")
+    missing = [
+        f"{path.relative_to(REPO)}: {target}"
+        for path in DOCS
+        for target in sorted(written_paths(path.read_text()))
+        if not (REPO / target).exists()
+    ]
+    assert not missing, missing
+
+
+def test_no_change_log_in_the_docs():
+    """Docs describe what is: no numbered items of a change list and no commit hashes of this
+    repository (a pinned commit of another project, ``owner/name commit abc1234``, is a source)."""
+    for path in DOCS:
+        text = path.read_text()
+        items = re.findall(r"\bitem \d+\b", text, re.I)
+        commits = [
+            m.group(0)
+            for m in re.finditer(r"(\S+ )?\bcommit ([0-9a-f]{7,40})\b", text)
+            if not re.match(r"\(?([\w.-]+/|[A-Z])", m.group(1) or "")
+        ]
+        assert not items + commits, f"{path.relative_to(REPO)}: {items + commits}"

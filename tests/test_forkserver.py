@@ -68,7 +68,7 @@ def fresh_run(mnist_store, smoke_split, smoke_config, tmp_path_factory) -> tuple
     """A LIGHTYEAR smoke cell run as the workflow runs it: a fresh `benchlib run` process."""
     from benchlib.config import Cell
 
-    spec = smoke_config.cell_spec(Cell("smoke", "ana", "lightyear", 1, 0))
+    spec = smoke_config.cell_spec(Cell("smoke", "ana", "lightyear", 1, 0)).to_dict()
     out = tmp_path_factory.mktemp("fresh")
     done = benchlib(run_argv(spec, mnist_store, smoke_split, out), None)
     assert done.returncode == 0, done.stderr

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers.builders import build_method
 
-from benchlib.methods.base import PeerEvaluator, PeerView, build_method
+from benchlib.methods.base import PeerEvaluator, PeerView
 from benchlib.metrics import accuracy, expected_calibration_error
 
 LABELS = torch.tensor([0, 1, 2, 1])

@@ -4,6 +4,7 @@ that every pluggable thing's implementation takes exactly what it declares."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 
 import jsonschema
@@ -11,18 +12,19 @@ import pytest
 import yaml
 from conftest import REPO
 
-from benchlib.config import Config
+from benchlib.config import Config, MethodEntry
 from benchlib.data.corruptions import CORRUPTION
 from benchlib.data.partition import _PARTITIONERS, partitioner_names, partitioner_params
 from benchlib.data.registry import dataset_names, get_dataset
 from benchlib.errors import BenchlibError
-from benchlib.fl.malfunction_catalog import MALFUNCTIONS, malfunction_settings
+from benchlib.fl.malfunction_catalog import MALFUNCTIONS, MalfunctionSettings
 from benchlib.methods.catalog import METHODS
-from benchlib.models.catalog import MODELS
+from benchlib.models.catalog import MODELS, ModelSettings
 from benchlib.params import UNSET, Param, Params, describe_type
 from benchlib.reference import parameter_reference
 from benchlib.report.base import KINDS
 from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
+from benchlib.spec import CellSpec
 from benchlib.tasks.catalog import TASKS
 
 WIDGET = Params(
@@ -167,55 +169,60 @@ def test_losses_take_exactly_the_declared_parameters():
 
 
 def test_the_malfunction_section_is_filled_for_the_named_malfunctions():
-    assert malfunction_settings("m", None, ["ana", "sfa"]) == {
+    section = MalfunctionSettings.from_config("m", {"sfa": {}})
+    assert section.for_cell("ana") == {
         "placement": "first",
         "start_round": 0,
+        "sfa": {},
         "ana": {"scale": 120.5},
     }
+    assert MalfunctionSettings.from_config("m", {"ana": {"scale": 3}}).for_cell("ana") == {
+        "placement": "first",
+        "start_round": 0,
+        "ana": {"scale": 3},
+    }
     with pytest.raises(BenchlibError, match=r"m.ana: unknown parameter 'scal'"):
-        malfunction_settings("m", {"ana": {"scal": 1}})
+        MalfunctionSettings.from_config("m", {"ana": {"scal": 1}})
 
 
 # ------------------------------------------------------------------------ the config
-def test_the_config_fills_every_default_and_leaves_raw_as_given():
+def test_the_config_resolves_every_entry_once_into_typed_entries_and_leaves_raw_as_given():
     raw = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     given = copy.deepcopy(raw)
     config = Config(raw)
     assert raw == given
     ds = config.datasets["mnist5k"]
-    assert ds["task"] == "classification" and ds["held_out"] == []
-    assert ds["training"]["prefetch"] == 2 and ds["training"]["loss"] == "cross_entropy"
-    assert ds["model"] == {
-        "name": "femnist_cnn",
-        "params": {"conv1": 4, "conv2": 8, "hidden": 32, "dropout": 0.5},
-        "init": None,
-    }
-    assert ds["partition"] == {"name": "iid", "min_size": 50}
-    assert ds["malfunction"] == {"placement": "first", "start_round": 0, "ana": {"scale": 120.5}}
-    assert config.methods["fedavg"]["params"] == {"weighting": "samples", "gamma": 1.0}
-    assert config.methods["local"] == {"method": "local", "label": "Local", "params": {}}
-    assert ds["label"] == "mnist5k"  # the id, when the file gives no label
+    assert ds.task == "classification" and ds.held_out == ()
+    assert isinstance(ds.training, TrainingSettings)
+    assert ds.training.prefetch == 2 and ds.training.loss == "cross_entropy"
+    assert ds.model == ModelSettings(
+        "femnist_cnn", {"conv1": 4, "conv2": 8, "hidden": 32, "dropout": 0.5}, None
+    )
+    assert ds.partition == {"name": "iid", "min_size": 50}
+    assert ds.malfunction == MalfunctionSettings("first", 0, {"ana": {"scale": 120.5}})
+    assert config.methods["fedavg"].params == {"weighting": "samples", "gamma": 1.0}
+    assert config.methods["local"] == MethodEntry("local", "Local", {})
+    assert ds.label == "mnist5k"  # the id, when the file gives no label
+    # an entry is frozen, and read by key as the YAML names it
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ds.clients = 3  # type: ignore[misc]
+    assert ds["training"]["lr"] == ds.training.lr
     spec = config.cell_spec(config.cells("smoke")[0])
-    assert spec["training"]["cuda_graphs"] is True and spec["method_params"]
+    assert isinstance(spec, CellSpec) and spec.training is ds.training
+    assert spec.training.cuda_graphs is True and spec.method_params
     split = {"mode": "random", "val": 0.2, "test": 0.2, "seed": 0, "val_from_test": "1/3"}
-    assert ds["split"] == {**split, "val_from_train": None}
-    assert ds["transforms"] == {
-        "normalize": None,
-        "input_size": None,
-        "eval_crop": None,
-        "train": [],
-    }
-    assert ds["corruption"] == {
+    assert dict(ds.split) == {**split, "val_from_train": None}
+    transforms = {"normalize": None, "input_size": None, "eval_crop": None, "train": []}
+    assert dict(ds.transforms) == transforms
+    assert ds.corruption.to_dict() == {
         "ratio": 0.0,
         "severity": 1,
         "subsets": ["train", "val"],
         "image_fraction": 1.0,
     }
-    # the specs carry the split and transforms as the file gives them: unchanged config hashes
-    assert (
-        spec["transforms"] == {}
-        and config.dataset_spec("mnist5k")["split"] == raw["datasets"]["mnist5k"]["split"]
-    )
+    # the specs carry every section filled: what a run uses is what its hash covers
+    assert spec.to_dict()["transforms"] == transforms
+    assert config.dataset_spec("mnist5k")["split"] == {**split, "val_from_train": None}
 
 
 @pytest.mark.parametrize(

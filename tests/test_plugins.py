@@ -192,7 +192,7 @@ def test_a_recorded_source_or_partitioner_that_no_package_registers_is_named_unk
     from benchlib.provenance import plugins_used
     from benchlib.spec import CellSpec
 
-    spec = CellSpec.from_dict(smoke_cell_spec("fedavg", "sfa", 1))
+    spec = CellSpec.from_json(smoke_cell_spec("fedavg", "sfa", 1))
     assert plugins_used(spec, "mnist5k", "iid") == {"plugins": [], "plugins_unknown": []}
     assert plugins_used(spec, "uninstalled_source", None) == {
         "plugins": [],
@@ -210,7 +210,7 @@ def test_the_components_a_spec_names_include_its_task_grid_axes_and_readings(smo
     from benchlib.provenance import spec_components
     from benchlib.spec import CellSpec
 
-    spec = CellSpec.from_dict(smoke_cell_spec("fedavg", "sfa", 1))
+    spec = CellSpec.from_json(smoke_cell_spec("fedavg", "sfa", 1))
     axes = {"clients": 3, "reading.some_choice": "b", "ana.scale": 10.0}
     assert spec_components(dataclasses.replace(spec, axes=axes)) == [
         ("method", "fedavg"),

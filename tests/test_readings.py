@@ -173,8 +173,8 @@ def test_a_dataset_reading_gives_the_variant_its_own_dataset_entry():
     assert sorted(loaded.experiments) == ["smoke", variant]
     dataset = loaded.experiment_dataset(variant)
     assert dataset == "mnist5k__reading_corruption_subsets_trainonly"
-    assert loaded.datasets[dataset]["corruption"]["subsets"] == ["train"]
-    assert loaded.datasets["mnist5k"]["corruption"]["subsets"] == ["train", "val"]
+    assert loaded.datasets[dataset].corruption.subsets == ("train",)
+    assert loaded.datasets["mnist5k"].corruption.subsets == ("train", "val")
     assert loaded.split_name(dataset) == "mnist5k"  # the same split
     # every method depends on the data: nothing is shared
     assert all(c.experiment == variant for c in loaded.cells(variant))

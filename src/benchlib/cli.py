@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     from benchlib.plugin_use import require_planned_plugins
     from benchlib.spec import CellSpec
 
-    spec = CellSpec.from_dict(parse_spec(args.spec))
+    spec = CellSpec.from_json(parse_spec(args.spec))
     plugins.require_loadable()  # one that failed part-way may have registered half of its parts
     require_planned_plugins(spec)
     _run_spec(
@@ -114,11 +114,10 @@ def run_forked(args: argparse.Namespace, argv: list[str]) -> int | None:
 
     if not os.environ.get(ENV_SOCKET):
         return None
-    from benchlib.forkserver.client import delegate
-    from benchlib.spec import CellSpec
+    from benchlib.forkserver.client import delegate, spec_kernels
 
-    setting = CellSpec.from_dict(parse_spec(args.spec)).training.cpu_kernels
-    return delegate(argv, setting)
+    setting = spec_kernels(parse_spec(args.spec))
+    return None if setting is None else delegate(argv, setting)
 
 
 def cmd_forkserver(args: argparse.Namespace) -> None:
@@ -132,7 +131,7 @@ def cmd_forkserver(args: argparse.Namespace) -> None:
 
 def cmd_run_cell(args: argparse.Namespace) -> None:
     from benchlib.config import load_config
-    from benchlib.spec import Cell, CellSpec
+    from benchlib.spec import Cell
 
     config = load_config(args.config)
     cell = Cell.parse(args.cell)
@@ -142,7 +141,7 @@ def cmd_run_cell(args: argparse.Namespace) -> None:
             f"cell {cell.id} is not in the grid of {args.config}; list the grid with "
             f"snakemake -n --configfile={args.config}"
         )
-    spec = CellSpec.from_dict(config.cell_spec(cell))
+    spec = config.cell_spec(cell)
     store, split = config.cell_inputs(spec.dataset)
     for path in (Path(store) / "manifest.json", Path(split)):
         if not path.exists():
@@ -161,7 +160,7 @@ def cmd_run_cell(args: argparse.Namespace) -> None:
     # Loading the config imported numpy, so this process can no longer cap its CPU kernels:
     # the cell runs as `benchlib run` in a fresh process (the same bytes as the workflow's).
     command = [sys.executable, "-m", "benchlib.cli", *(["-q"] if args.quiet else []), "run"]
-    command += ["--spec", json.dumps(config.cell_spec(cell)), "--store", str(store)]
+    command += ["--spec", spec.to_json(), "--store", str(store)]
     command += ["--split", str(split), "--out", str(out / "metrics.json")]
     command += ["--timing", str(out / "timing.json"), "--checkpoints", str(checkpoints)]
     command += ["--threads", str(args.threads)]
@@ -289,10 +288,10 @@ def cmd_check_config(args: argparse.Namespace) -> None:
 
     config = load_config(args.config)
     for entry in config.methods.values():  # the full check: build every method
-        build_method(entry["method"], dict(entry["params"]))
+        build_method(entry.method, entry.params)
     for exp in config.experiments.values():  # and with the parameters its readings set
         for method_id, params in exp["method_params"].items():
-            build_method(config.methods[method_id]["method"], dict(params))
+            build_method(config.methods[method_id].method, params)
     # reading variants share the cells of the methods a reading does not concern
     cells = len({cell for e in config.experiments for cell in config.cells(e)})
     check_model_sizes(config.datasets)  # and count every model's parameters

@@ -26,6 +26,8 @@ import dataclasses
 import difflib
 import logging
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -43,16 +45,22 @@ from benchlib.axes import (
     variant_suffix,
     variants,
 )
-from benchlib.data.corruptions import cell_store, corruption_schema, resolved_json, scenario_of
+from benchlib.data.corruptions import (
+    Scenario,
+    cell_store,
+    corruption_schema,
+    resolved_json,
+    scenario_of,
+)
 from benchlib.errors import BenchlibError, require
-from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS, malfunction_settings
+from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS, MalfunctionSettings
 from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
-from benchlib.models.catalog import MODEL_INIT, model_settings
+from benchlib.models.catalog import MODEL_INIT, ModelSettings
 from benchlib.params import bound_fix
 from benchlib.plugin_use import planned_plugins
 from benchlib.readings import method_settings
-from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
+from benchlib.settings import Entry, SplitSettings, TrainingSettings, TransformSettings
 from benchlib.spec import Cell, CellSpec
 from benchlib.tasks.catalog import TASKS, loss_settings
 from benchlib.yaml_load import load_config_file, load_yaml
@@ -109,11 +117,16 @@ def _nonfinite_location(value: Any, path: str = "") -> str | None:
     return None
 
 
-def validate_schema(config: dict[str, Any]) -> None:
-    """Check ``config`` against the schema; raise one readable error for the first problem."""
+def validate_schema(config: dict[str, Any], section: str | None = None) -> None:
+    """Check ``config`` against the schema (or ``{section: ...}`` against that top-level
+    section's schema); raise one readable error for the first problem."""
     where = _nonfinite_location(config)
     require(where is None, f"config error at {where}: NaN/Inf is not allowed; give a finite number")
-    validator = jsonschema.Draft202012Validator(schema())
+    full = schema()
+    if section is not None:  # its entries only (grid-axis variants have longer names)
+        entries = {k: v for k, v in full["properties"][section].items() if k != "propertyNames"}
+        full = {"type": "object", "properties": {section: entries}}
+    validator = jsonschema.Draft202012Validator(full)
     # an unknown key first: a typo also makes a required key look missing at the same place
     errors = sorted(
         validator.iter_errors(config),
@@ -148,6 +161,80 @@ def _message(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
+@dataclass(frozen=True, eq=False)
+class DatasetEntry(Entry):
+    """A ``datasets`` entry resolved once: every section typed, every default filled."""
+
+    source: str
+    params: Mapping[str, Any]  # the source's, defaults filled
+    task: str
+    label: str  # tables name the dataset by it (default its id)
+    clients: int
+    partition: Mapping[str, Any]  # {name, ...the partitioner's parameters}
+    split: SplitSettings
+    transforms: TransformSettings
+    corruption: Scenario
+    model: ModelSettings
+    training: TrainingSettings  # the loss resolved: the task's default when not given
+    malfunction: MalfunctionSettings
+    held_out: tuple[int, ...]
+
+    @classmethod
+    def from_config(cls, name: str, ds: Mapping[str, Any]) -> DatasetEntry:
+        """Check one dataset entry as the config gives it and resolve it (``ds`` unchanged)."""
+        from benchlib.data.download import check_remote, remote_files
+        from benchlib.data.partition import partition_settings
+        from benchlib.data.registry import get_dataset
+
+        source = get_dataset(ds["source"])
+        require(
+            "download_dir" not in ds.get("params", {}),
+            f"params.download_dir is set by benchlib ({DOWNLOAD_ROOT}/{name}); remove it",
+        )
+        params = source.params.resolve(f"source {source.name!r} params", ds.get("params"))
+        for remote in remote_files(ds["source"], params):
+            check_remote(remote, f"datasets.{name}.params")
+        task = ds.get("task", DEFAULT_TASK)
+        # the config's schema checked the section (it embeds the declaration, whose defaults
+        # the dataclass fills); the loss is the task's: resolved here
+        training = ds["training"]
+        loss, loss_params = loss_settings(
+            "", task, training.get("loss"), training.get("loss_params")
+        )
+        held_out = tuple(ds.get("held_out", ()))
+        clients = ds["clients"]
+        require(
+            all(c < clients for c in held_out) and len(held_out) <= clients - 2,
+            f"held_out {list(held_out)} must name clients below {clients} and leave at least "
+            "2 training clients",
+        )
+        return cls(
+            source=ds["source"],
+            params=params,
+            task=task,
+            label=ds.get("label", name),
+            clients=clients,
+            partition=partition_settings(ds["partition"]),
+            split=SplitSettings.from_config("split", ds["split"]),
+            transforms=TransformSettings.from_config("transforms", ds.get("transforms")),
+            corruption=scenario_of(ds.get("corruption")),
+            model=ModelSettings.from_config("", ds["model"]),
+            training=TrainingSettings(**{**training, "loss": loss, "loss_params": loss_params}),
+            malfunction=MalfunctionSettings.from_config("malfunction", ds.get("malfunction")),
+            held_out=held_out,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class MethodEntry(Entry):
+    """A ``methods`` entry resolved once: the declared method, its label and its parameters
+    (every one, defaults filled)."""
+
+    method: str
+    label: str
+    params: Mapping[str, Any]
+
+
 class Config:
     """A validated config with the lookups the workflow and the CLI need."""
 
@@ -156,25 +243,31 @@ class Config:
 
         validate_schema(raw)
         raw = with_added_methods(raw)  # add_methods: the experiments' method lists extended
-        self.raw = raw
-        # deep copies: the checks fill in defaults, ``raw`` stays as the file gave it
-        self.datasets: dict[str, dict[str, Any]] = copy.deepcopy(raw["datasets"])
-        self.stores: dict[str, str] = {name: name for name in self.datasets}  # -> store dataset
-        self.splits: dict[str, str] = {name: name for name in self.datasets}  # -> split dataset
-        self.given_sections: dict[str, dict[str, Any]] = {}  # see _check_semantics
+        self.raw = raw  # the file as given (add_methods applied): never changed
+        # the dataset entries as given, plus one per grid-axis variant (see _expand_axes);
+        # _check_semantics resolves each once into self.datasets
+        self._given_datasets: dict[str, dict[str, Any]] = copy.deepcopy(raw["datasets"])
+        self.stores: dict[str, str] = {name: name for name in raw["datasets"]}  # -> store
+        self.splits: dict[str, str] = {name: name for name in raw["datasets"]}  # -> split
         self._check_method_ids(raw)
         entries = {k: method_entry(k, v) for k, v in raw["methods"].items()}
         plugins.require_loadable()
         self.skipped_methods = self._unimplemented_methods(entries, raw["experiments"])
-        self.methods: dict[str, dict[str, Any]] = {
-            k: v for k, v in entries.items() if k not in self.skipped_methods
+        self._method_names: dict[str, str] = {
+            k: v["method"] for k, v in entries.items() if k not in self.skipped_methods
         }
         self.experiments: dict[str, dict[str, Any]] = {
-            name: experiment_entry(name, exp, set(self.methods))
+            name: experiment_entry(name, exp, set(self._method_names))
             for name, exp in raw["experiments"].items()
         }
         self._expand_axes()
-        self._check_semantics()
+        # the grid-axis variants of dataset entries: checked like the file's entries
+        variants = {k: v for k, v in self._given_datasets.items() if k not in raw["datasets"]}
+        if variants:
+            validate_schema({"datasets": variants}, "datasets")
+        self.datasets: dict[str, DatasetEntry] = {}
+        self.methods: dict[str, MethodEntry] = {}
+        self._check_semantics(entries)
         from benchlib.report.base import resolve_reports
 
         # every table and figure: experiments' implicit reports + the reports: section
@@ -231,8 +324,8 @@ class Config:
         if not suffix:
             return base
         name = f"{base}{SEPARATOR}{suffix}"
-        if name not in self.datasets:
-            self.datasets[name] = apply_axes(self.datasets[base], chosen)
+        if name not in self._given_datasets:
+            self._given_datasets[name] = apply_axes(self._given_datasets[base], chosen)
             self.stores[name] = self.stores[base]
             self.splits[name] = name  # _expand_axes re-points a variant that shares a split
         return name
@@ -245,7 +338,7 @@ class Config:
                 expanded[name] = exp
                 continue
             require(
-                exp["dataset"] in self.datasets,
+                exp["dataset"] in self._given_datasets,
                 f"experiment {name}: dataset {exp['dataset']!r} is not defined under datasets",
             )
             try:
@@ -254,7 +347,7 @@ class Config:
                     "give axes (every combination) or combinations (the listed ones), not both",
                 )
                 if exp.get("combinations"):
-                    registered = [self.methods[m]["method"] for m in exp["methods"]]
+                    registered = [self._method_names[m] for m in exp["methods"]]
                     combos = reading_combinations(exp["combinations"], registered)
                 else:
                     combos = [(s, c, None) for s, c in variants(exp["axes"])]
@@ -279,7 +372,7 @@ class Config:
                     self.splits[dataset] = split
                     variant = {k: v for k, v in exp.items() if k not in ("axes", "combinations")}
                     if homed is not None:  # only the cells of listed combinations it holds
-                        kept = [m for m in exp["methods"] if self.methods[m]["method"] in homed]
+                        kept = [m for m in exp["methods"] if self._method_names[m] in homed]
                         variant.update(implied=True, default_reports=False, methods=kept)
                     expanded[variant_name] = {
                         **variant,
@@ -306,8 +399,8 @@ class Config:
         settings: dict[str, dict[str, Any]] = {}
         homes: dict[str, str] = {}
         for method_id in exp["methods"]:
-            method = self.methods[method_id]["method"]
-            given = self.methods[method_id].get("params", {})
+            method = self._method_names[method_id]
+            given = self.raw["methods"][method_id].get("params") or {}
             home = dict(chosen)
             for axis, reading in readings.items():
                 if not reading.concerns(method):
@@ -348,27 +441,20 @@ class Config:
     def corruption_json(self, dataset: str) -> str:
         """The resolved corruption of ``dataset`` as canonical JSON (defaults filled in): the
         parameter of rule ``corrupt_store``."""
-        return resolved_json(scenario_of(self.datasets[dataset]["corruption"]))
+        return resolved_json(self.datasets[dataset].corruption)
 
     # ------------------------------------------------------------------ validation
-    def _check_semantics(self) -> None:
-        """Check every dataset and method entry against its declared parameters and fill in
-        the defaults (so every cell spec is complete), then the experiments' references."""
-        for name, ds in self.datasets.items():
-            # the dataset spec and the cell spec carry these sections as the file gives them:
-            # filled, they would change every config hash and Snakemake params (reruns)
-            self.given_sections[name] = {
-                "split": copy.deepcopy(ds["split"]),
-                "transforms": copy.deepcopy(ds["transforms"]) if "transforms" in ds else {},
-            }
+    def _check_semantics(self, entries: dict[str, dict[str, Any]]) -> None:
+        """Resolve every dataset and method entry once against its declarations (every
+        default filled, so every cell spec is complete), then check the experiments."""
+        for name, given in self._given_datasets.items():
             try:
-                self._resolve_dataset(name, ds)
+                self.datasets[name] = DatasetEntry.from_config(name, given)
             except BenchlibError as exc:
                 raise BenchlibError(f"dataset {name}: {exc}") from exc
-        for method_id, entry in self.methods.items():
-            method = entry["method"]
-            entry["params"] = METHODS.get(method).params.resolve(
-                f"methods.{method_id} (method {method!r}) params", entry["params"]
+        for method_id, method in self._method_names.items():
+            self.methods[method_id] = MethodEntry(
+                method, entries[method_id]["label"], self._method_params(method_id, {})
             )
         for name, exp in self.experiments.items():
             exp["method_params"] = {
@@ -390,7 +476,7 @@ class Config:
                     malfunction in MALFUNCTIONS,
                     f"experiment {name}: {MALFUNCTIONS.unknown(malfunction)}",
                 )
-            clients = self.datasets[exp["dataset"]]["clients"]
+            clients = self.datasets[exp["dataset"]].clients
             for k in exp["k"]:
                 require(
                     0 <= k < clients,
@@ -399,47 +485,13 @@ class Config:
                 )
 
     def _method_params(self, method_id: str, settings: dict[str, Any]) -> dict[str, Any]:
-        """A method entry's parameters with a reading's settings on top, resolved."""
-        method = self.methods[method_id]["method"]
+        """A method entry's parameters, with a reading's settings on top, resolved: the one
+        place a config's method parameters are checked and filled."""
+        method = self._method_names[method_id]
         given = self.raw["methods"][method_id].get("params") or {}
+        what = f"methods.{method_id} (method {method!r}) params"
         return METHODS.get(method).params.resolve(
-            f"methods.{method_id} (method {method!r}) params with its readings",
-            {**given, **settings},
-        )
-
-    @staticmethod
-    def _resolve_dataset(name: str, ds: dict[str, Any]) -> None:
-        """Check one dataset entry (in place: its defaults filled)."""
-        from benchlib.data.download import check_remote, remote_files
-        from benchlib.data.partition import partition_settings
-        from benchlib.data.registry import get_dataset
-
-        source = get_dataset(ds["source"])
-        require(
-            "download_dir" not in ds.get("params", {}),
-            f"params.download_dir is set by benchlib ({DOWNLOAD_ROOT}/{name}); remove it",
-        )
-        ds["params"] = source.params.resolve(f"source {source.name!r} params", ds.get("params"))
-        for remote in remote_files(ds["source"], ds["params"]):
-            check_remote(remote, f"datasets.{name}.params")
-        ds.setdefault("task", DEFAULT_TASK)
-        ds.setdefault("label", name)  # tables name the dataset by its id by default
-        ds["partition"] = partition_settings(ds["partition"])
-        ds["split"] = SplitSettings.from_config("split", ds["split"]).to_dict()
-        ds["transforms"] = TransformSettings.from_config(
-            "transforms", ds.get("transforms")
-        ).to_dict()
-        ds["corruption"] = scenario_of(ds.get("corruption")).to_dict()
-        ds["model"] = model_settings("", ds["model"])
-        training = TrainingSettings.from_config("training", ds["training"])
-        loss, loss_params = loss_settings("", ds["task"], training.loss, training.loss_params)
-        ds["training"] = {**training.to_dict(), "loss": loss, "loss_params": loss_params}
-        ds["malfunction"] = malfunction_settings("malfunction", ds.get("malfunction"))
-        held_out = ds.setdefault("held_out", [])
-        require(
-            all(c < ds["clients"] for c in held_out) and len(held_out) <= ds["clients"] - 2,
-            f"held_out {held_out} must name clients below {ds['clients']} and leave at least 2 "
-            "training clients",
+            f"{what} with its readings" if settings else what, {**given, **settings}
         )
 
     # --------------------------------------------------------------------- lookups
@@ -447,7 +499,7 @@ class Config:
         return self.experiments[experiment]["dataset"]
 
     def method_label(self, method_id: str) -> str:
-        return self.methods[method_id]["label"]
+        return self.methods[method_id].label
 
     def cells(self, experiment: str, malfunction: str | None = None) -> list[Cell]:
         """The cells an experiment (optionally one malfunction's table) needs, sorted."""
@@ -466,69 +518,61 @@ class Config:
         """Names of the config's table reports (``tables/<name>.tex``)."""
         return [name for name, report in self.reports.items() if report.output == "table"]
 
-    def cell_spec(self, cell: Cell) -> dict[str, Any]:
-        """The resolved, self-contained spec of one cell (its config hash names its state).
-
-        The dataset and method entries were checked and filled when the config loaded, so no
-        value is validated again here (``to_dict`` copies them); only the cell's own
-        malfunction gets its declared defaults when the section does not name it."""
+    def cell_spec(self, cell: Cell) -> CellSpec:
+        """The resolved, self-contained spec of one cell (its config hash names its state):
+        assembled from the entries resolved when the config loaded, nothing checked again."""
         dataset_name = self.experiment_dataset(cell.experiment)
         ds = self.datasets[dataset_name]
         entry = self.methods[cell.method]
-        params = self.experiments[cell.experiment]["method_params"].get(
-            cell.method, entry["params"]
-        )
-        malfunctions = ds["malfunction"]
-        own = MALFUNCTIONS.get(cell.malfunction).params
-        if own and cell.malfunction not in malfunctions:
-            malfunctions = {**malfunctions, cell.malfunction: own.defaults()}
+        experiment = self.experiments[cell.experiment]
         spec = CellSpec(
             experiment=cell.experiment,
             dataset=dataset_name,
             method_id=cell.method,
-            method=entry["method"],
-            method_params=params,
+            method=entry.method,
+            method_params=experiment["method_params"].get(cell.method, entry.params),
             malfunction=cell.malfunction,
             k=cell.k,
             seed=cell.seed,
-            clients=ds["clients"],
-            model=ds["model"],
-            training=TrainingSettings(**ds["training"]),
-            malfunction_params=malfunctions,
-            task=ds["task"],
-            transforms=self.given_sections[dataset_name]["transforms"],
-            held_out=list(ds["held_out"]),
-            axes=self.experiments[cell.experiment]["axes_values"],
+            clients=ds.clients,
+            model=ds.model,
+            training=ds.training,
+            malfunction_params=ds.malfunction.for_cell(cell.malfunction),
+            task=ds.task,
+            transforms=ds.transforms,
+            held_out=ds.held_out,
+            axes=experiment["axes_values"],
+            plugins={},
         )
         # the versions of the plugins it uses are part of the cell's identity
-        plugins = planned_plugins(spec, ds["source"], ds["partition"]["name"])
-        return dataclasses.replace(spec, plugins=plugins).to_dict()
+        plugins = planned_plugins(spec, ds.source, ds.partition["name"])
+        return dataclasses.replace(spec, plugins=plugins)
 
     def dataset_label(self, dataset: str) -> str:
-        return self.datasets[dataset]["label"]
+        return self.datasets[dataset].label
 
     def download_files(self, dataset: str) -> list[str]:
         """The files the dataset's source downloads (``results/downloads/<dataset>/<name>``)."""
         from benchlib.data.download import remote_files
 
         ds = self.datasets[dataset]
-        files = remote_files(ds["source"], ds["params"])
+        files = remote_files(ds.source, ds.params)
         return [f"{DOWNLOAD_ROOT}/{dataset}/{f.name}" for f in files]
 
     def dataset_spec(self, dataset: str) -> dict[str, Any]:
         """What the download, prepare and split steps need for one dataset."""
         ds = self.datasets[dataset]
-        params = dict(ds["params"])
+        params = dict(ds.params)
         if self.download_files(dataset):
             params["download_dir"] = f"{DOWNLOAD_ROOT}/{dataset}"
         return {
             "dataset": dataset,
-            "task": ds["task"],
-            "source": ds["source"],
+            "task": ds.task,
+            "source": ds.source,
             "params": params,
-            "clients": ds["clients"],
-            "partition": dict(ds["partition"]),
-            "split": dict(self.given_sections[dataset]["split"]),
+            "clients": ds.clients,
+            "partition": dict(ds.partition),
+            "split": dict(ds.split),
         }
 
 

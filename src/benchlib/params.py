@@ -106,6 +106,17 @@ class Params(Mapping[str, Param]):
             "properties": {name: p.json_schema() for name, p in self.entries.items()},
         }
 
+    def filled_schema(self) -> dict[str, Any]:
+        """The schema of a resolved ``params`` mapping: every parameter that resolving always
+        fills (a default, a per-variant default, or required) must be present."""
+        schema = self.schema()
+        schema["required"] = [
+            name
+            for name, p in self.entries.items()
+            if p.required or p.default is not UNSET or p.by_variant is not None
+        ]
+        return schema
+
     def resolve(self, what: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
         """Check ``given`` and return it with the defaults filled in.
 
@@ -120,6 +131,12 @@ class Params(Mapping[str, Param]):
             raise BenchlibError(f"{what}: {', '.join(missing)} must be given")
         if given:
             _validate(what, self.schema(), given)
+        return self.fill(what, given)
+
+    def fill(self, what: str, checked: Mapping[str, Any]) -> dict[str, Any]:
+        """``checked`` (a mapping :meth:`schema` has validated, e.g. as part of the config's
+        schema) with the defaults filled in; nothing is validated again."""
+        given = dict(checked)
         resolved = {**self.defaults(), **given}
         variant = resolved.get("variant", "paper")
         for name, p in self.entries.items():

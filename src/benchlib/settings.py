@@ -3,16 +3,16 @@
 
 Each field is declared once, with its type (a JSON-schema fragment), default and description in
 the field's metadata; the config schema's section, the parameter reference and the code that
-uses the section all read this declaration. The config fills the defaults when it loads, so the
-engine reads ``spec.training.lr``, never a dict with fallbacks. (The cell and dataset specs
-carry ``transforms`` and ``split`` as the file gives them, their stored form since before these
-declarations; the engine and the split step fill them with the same declaration.) Torch-free.
+uses the section all read this declaration. The config fills the defaults once, when it loads;
+the cell and dataset specs carry the filled sections, and the engine reads
+``spec.training.lr``, never a dict with fallbacks. A settings value is also read by key
+(``settings["lr"]``), as the config's YAML names it. Torch-free.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Self
@@ -60,8 +60,55 @@ def positive_int(maximum: int) -> dict[str, Any]:
     return {"type": "integer", "minimum": 1, "maximum": maximum}
 
 
-class Settings:
-    """A frozen dataclass whose fields are declared with :func:`setting`."""
+class Entry(Mapping[str, Any]):
+    """A frozen dataclass (``eq=False``: it compares as below) read by attribute or, like the
+    config section it comes from, by key (``entry["clients"]``): the typed form of a resolved
+    config entry."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.field_names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.field_names())
+
+    def __len__(self) -> int:
+        return len(self.field_names())
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to an entry of its type with equal fields, or to a mapping with the same keys
+        and equal values (the section as a config or a JSON spec gives it)."""
+        if isinstance(other, Entry):
+            return type(self) is type(other) and tuple(self.values()) == tuple(other.values())
+        if isinstance(other, Mapping):
+            return dict(self.items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # holds mappings
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (nested entries and mappings as dicts, tuples as lists)."""
+        return {name: jsonable(getattr(self, name)) for name in self.field_names()}
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with entries and mappings as dicts and tuples as lists (for JSON)."""
+    if isinstance(value, Entry):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+class Settings(Entry):
+    """An :class:`Entry` whose fields are declared with :func:`setting`."""
 
     @classmethod
     def params(cls) -> Params:
@@ -84,11 +131,21 @@ class Settings:
         """Check a section and fill its defaults (one error naming a bad key)."""
         return cls(**cls.params().resolve(what, section))
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
+    @classmethod
+    def from_filled(cls, what: str, section: Mapping[str, Any]) -> Self:
+        """Build from a section the config filled (a spec's JSON, its types checked by the spec
+        schema): every key present, no default filled again; a missing key means the spec was
+        written by an older benchlib."""
+        missing = [name for name in cls.field_names() if name not in section]
+        if missing:
+            raise BenchlibError(
+                f"{what} lacks {', '.join(missing)}: a stale spec from an older benchlib; "
+                "regenerate it from the config"
+            )
+        return cls(**{name: section[name] for name in cls.field_names()})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TrainingSettings(Settings):
     """How every client of a cell trains (a dataset's ``training`` section, defaults filled)."""
 
@@ -207,7 +264,7 @@ RATIO = [
 SOURCE_KEYS = ("val_from_test", "val_from_train")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SplitSettings(Settings):
     """Which subset (train / val / test) each client's samples fall in (a dataset's ``split``
     section, defaults filled; :mod:`benchlib.data.split` applies it)."""
@@ -302,7 +359,7 @@ AUGMENTATION = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TransformSettings(Settings):
     """A dataset's input transforms (its ``transforms`` section, defaults filled;
     :mod:`benchlib.fl.transforms` applies them)."""

@@ -1,25 +1,37 @@
-"""A cell of the grid (:class:`Cell`) and its spec: everything one FL run needs, resolved from
-the config (one owner of its keys).
+"""A cell of the grid (:class:`Cell`) and its spec (:class:`CellSpec`): everything one FL run
+needs, resolved from the config - a versioned contract.
 
 The config resolves a :class:`CellSpec` per cell (:meth:`benchlib.config.Config.cell_spec`),
-Snakemake passes it to ``benchlib run`` as JSON, the engine reads it, and metrics.json records
-it; its hash names the run's checkpoints. Torch-free.
+Snakemake passes it to ``benchlib run`` as JSON, ``benchlib run`` checks the JSON once against
+:func:`spec_schema` (generated from the same declarations the config is checked with) and builds
+the dataclass with no default filled again: a spec lacking a key was written by another
+version of benchlib and must be regenerated. metrics.json records the spec and its hash names
+the run's checkpoints (docs/develop/cell_spec.md). Torch-free.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from benchlib import layout
 from benchlib.errors import BenchlibError
-from benchlib.fl.malfunction_catalog import malfunction_settings
+from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS
 from benchlib.io import sha256_json
+from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
-from benchlib.models.catalog import model_settings
-from benchlib.settings import TrainingSettings
-from benchlib.tasks.catalog import loss_settings
+from benchlib.models.catalog import MODEL_INIT, MODELS, ModelSettings
+from benchlib.settings import Entry, TrainingSettings, TransformSettings
+from benchlib.tasks.catalog import TASKS
+
+# The version of the spec's JSON form: raised whenever a key is added, removed or changes meaning.
+SPEC_VERSION = 1
+REGENERATE = (
+    "regenerate it from the config (snakemake reruns the cell; benchlib run-cell CONFIG CELL "
+    "runs one by its id)"
+)
 
 # Training settings that only change how a run is watched or checked: left out of metrics.json's
 # config and of the config hash, so turning them on changes no byte of metrics.json and resumes
@@ -69,9 +81,10 @@ class Cell:
         return layout.checkpoint_dir(self.id)
 
 
-@dataclass(frozen=True)
-class CellSpec:
-    """One resolved cell. ``from_dict``/``to_dict`` convert from/to the JSON form."""
+@dataclass(frozen=True, eq=False)
+class CellSpec(Entry):
+    """One resolved cell: every setting its run uses, every default filled (the JSON form is
+    :meth:`to_dict`; :meth:`from_json` reads it back)."""
 
     experiment: str
     dataset: str
@@ -81,75 +94,57 @@ class CellSpec:
     k: int
     seed: int
     clients: int
-    model: dict[str, Any]  # {name, params, init: shared | per_client}
+    model: ModelSettings
     training: TrainingSettings
-    method_params: dict[str, Any] = field(default_factory=dict)
-    malfunction_params: dict[str, Any] = field(default_factory=dict)  # placement + per-name dicts
-    task: str = "classification"
-    transforms: dict[str, Any] = field(default_factory=dict)
-    held_out: list[int] = field(default_factory=list)  # clients that never train
-    axes: dict[str, Any] = field(default_factory=dict)  # extra grid axes that made this cell
+    method_params: Mapping[str, Any]
+    malfunction_params: Mapping[str, Any]  # placement, start_round + per-malfunction parameters
+    task: str
+    transforms: TransformSettings
+    held_out: tuple[int, ...]  # clients that never train
+    axes: Mapping[str, Any]  # extra grid axes that made this cell
     # plugin package -> version of each plugin whose components the cell uses (its code's
-    # identity: a new version changes the spec and so reruns the cell); absent when none
-    plugins: dict[str, str] = field(default_factory=dict)
+    # identity: a new version changes the spec and so reruns the cell); {} when none
+    plugins: Mapping[str, str]
+    version: int = SPEC_VERSION
 
     @classmethod
-    def required_keys(cls) -> list[str]:
-        return [
-            f.name
-            for f in dataclasses.fields(cls)
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        ]
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any], what: str = "--spec") -> CellSpec:
-        """Build from the JSON form, defaults filled; one clear error naming missing or unknown
-        keys or a bad parameter."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        missing = [key for key in cls.required_keys() if key not in raw]
+    def from_json(cls, raw: Mapping[str, Any], what: str = "--spec") -> CellSpec:
+        """Check the JSON form once against :func:`spec_schema` and build the spec; one error
+        line naming the first problem (a missing key or another version: a stale spec)."""
+        if not isinstance(raw, Mapping):
+            raise BenchlibError(f"{what} must be a JSON object")
+        missing = [name for name in cls.field_names() if name not in raw]
         if missing:
+            raise BenchlibError(f"{what} lacks {', '.join(missing)}: a stale spec; {REGENERATE}")
+        if raw["version"] != SPEC_VERSION:
             raise BenchlibError(
-                f"{what} lacks {', '.join(missing)}; pass the spec the workflow generates "
-                "(benchlib.config.Config.cell_spec)"
+                f"{what} is cell spec version {raw['version']!r}, this benchlib reads version "
+                f"{SPEC_VERSION}: a stale spec; {REGENERATE}"
             )
-        unknown = sorted(set(raw) - names)
-        if unknown:
-            raise BenchlibError(f"{what} has unknown keys {unknown}; regenerate it from the config")
-        for key in ("k", "seed", "clients"):  # required keys: present here
-            value = raw[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise BenchlibError(
-                    f"{what} {key} is {value!r}, not a non-negative integer; regenerate it from "
-                    "the config"
-                )
-        training = raw["training"]
-        if not isinstance(training, TrainingSettings):
-            training = TrainingSettings.from_config(f"{what} training", training)
-        return cls(**{**raw, "training": training}).resolved(f"{what} ")
-
-    def resolved(self, what: str = "") -> CellSpec:
-        """This spec with every parameter checked and every default filled (idempotent): the
-        training settings and loss, the method's, model's and malfunction's parameters."""
-        loss, loss_params = loss_settings(
-            what, self.task, self.training.loss, self.training.loss_params
-        )
-        return dataclasses.replace(
-            self,
-            training=dataclasses.replace(self.training, loss=loss, loss_params=loss_params),
-            method_params=METHODS.get(self.method).params.resolve(
-                f"{what}method {self.method!r} params", self.method_params
-            ),
-            model=model_settings(what, self.model),
-            malfunction_params=malfunction_settings(
-                f"{what}malfunction", self.malfunction_params, [self.malfunction]
-            ),
+        for registry, name in (
+            (METHODS, raw["method"]),
+            (MALFUNCTIONS, raw["malfunction"]),
+            (TASKS, raw["task"]),
+            (MODELS, raw["model"].get("name") if isinstance(raw["model"], Mapping) else None),
+        ):
+            if isinstance(name, str) and name not in registry:
+                raise BenchlibError(f"{what}: {registry.unknown(name)}")
+        _check(what, raw)
+        return cls(
+            **{
+                **{name: raw[name] for name in cls.field_names()},
+                "model": ModelSettings(**raw["model"]),
+                "training": TrainingSettings(**raw["training"]),
+                "transforms": TransformSettings(**raw["transforms"]),
+                "held_out": tuple(raw["held_out"]),
+            }
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        raw = dataclasses.asdict(self)
-        if not raw["plugins"]:  # a built-in-only cell's spec (and hash) names no plugins
-            del raw["plugins"]
-        return raw
+    def to_json(self) -> str:
+        """The canonical JSON form (sorted keys, compact): what ``benchlib run --spec`` takes."""
+        import json
+
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     def recorded(self) -> dict[str, Any]:
         """The spec as metrics.json records it and its hash covers: without the settings that
@@ -184,3 +179,122 @@ class CellSpec:
             if isinstance(value, int | float | str)
         }
         return {**{key: getattr(self, key) for key in keys}, **axes}
+
+
+def _complete(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """An object schema whose every property is required (the spec holds every key filled)."""
+    return {**schema, "required": sorted(schema["properties"])}
+
+
+def _when(key: str, value: str, then: Mapping[str, Any]) -> dict[str, Any]:
+    return {"if": {"properties": {key: {"const": value}}}, "then": {"properties": dict(then)}}
+
+
+def spec_schema() -> dict[str, Any]:
+    """The JSON schema of a cell spec, generated from the declarations the config is checked
+    with (training, transforms, and the parameters of every method, model, malfunction and
+    loss, built-in or a plugin's): each key required, unknown keys refused."""
+    count = {"type": "integer", "minimum": 0}
+    malfunction = {
+        **{name: param.json_schema() for name, param in MALFUNCTION_SETTINGS.items()},
+        **{name: d.params.filled_schema() for name, d in MALFUNCTIONS.items()},
+    }
+    conditions = [
+        _when("method", name, {"method_params": d.params.filled_schema()})
+        for name, d in METHODS.items()
+    ]
+    conditions += [
+        {
+            "if": {"properties": {"model": {"properties": {"name": {"const": name}}}}},
+            "then": {"properties": {"model": {"properties": {"params": d.params.filled_schema()}}}},
+        }
+        for name, d in MODELS.items()
+    ]
+    conditions += [
+        {
+            "if": {
+                "properties": {
+                    "task": {"const": task},
+                    "training": {"properties": {"loss": {"const": loss}}},
+                }
+            },
+            "then": {
+                "properties": {"training": {"properties": {"loss_params": p.filled_schema()}}}
+            },
+        }
+        for task, entry in TASKS.items()
+        for loss, p in entry.losses.items()
+    ]
+    training = TrainingSettings.params().schema()
+    training["properties"]["loss"] = {"type": "string"}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"benchlib cell spec, version {SPEC_VERSION}",
+        "type": "object",
+        "additionalProperties": False,
+        "required": sorted(f.name for f in dataclasses.fields(CellSpec)),
+        "properties": {
+            "version": {"const": SPEC_VERSION},
+            "experiment": {"type": "string"},
+            "dataset": {"type": "string"},
+            "method_id": {"type": "string"},
+            "method": {"enum": METHODS.names()},
+            "malfunction": {"enum": MALFUNCTIONS.names()},
+            "k": count,
+            "seed": {**count, "maximum": MAX_SEED},
+            "clients": {"type": "integer", "minimum": 2, "maximum": MAX_CLIENTS},
+            "model": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["init", "name", "params"],
+                "properties": {
+                    "name": {"enum": MODELS.names()},
+                    "params": {"type": "object"},
+                    "init": MODEL_INIT.json_schema(),
+                },
+            },
+            "training": _complete(training),
+            "method_params": {"type": "object"},
+            "malfunction_params": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": sorted(MALFUNCTION_SETTINGS),
+                "properties": malfunction,
+            },
+            "task": {"enum": TASKS.names()},
+            "transforms": _complete(TransformSettings.params().schema()),
+            "held_out": {"type": "array", "uniqueItems": True, "items": count},
+            "axes": {"type": "object"},
+            "plugins": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+        "allOf": conditions,
+    }
+
+
+def _check(what: str, raw: Mapping[str, Any]) -> None:
+    """Validate ``raw`` against :func:`spec_schema`: one error line for the first problem."""
+    import jsonschema
+
+    from benchlib.params import bound_fix
+
+    validator = jsonschema.Draft202012Validator(spec_schema())
+    errors = sorted(validator.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+    if not errors:
+        return
+    error = _deepest(errors[0])
+    path = [str(p) for p in error.absolute_path]
+    if error.validator == "required":
+        where = ".".join(path) or "the spec"
+        raise BenchlibError(f"{what} {where}: {error.message}: a stale spec; {REGENERATE}")
+    if len(path) >= 2:
+        where = f"{path[0]}: {'.'.join(path[1:])}"
+    else:
+        where = ".".join(path) or "(top level)"
+    raise BenchlibError(f"{what} {where}: {error.message}{bound_fix(error)}")
+
+
+def _deepest(error: Any) -> Any:
+    """The innermost error of an ``allOf``/``if-then`` failure (the one naming the key)."""
+    while error.context:
+        error = max(error.context, key=lambda e: len(e.absolute_path))
+    return error

@@ -136,9 +136,7 @@ class CellState:
 
 
 def _config_hash(config: Config, cell: Cell) -> str:
-    from benchlib.spec import CellSpec
-
-    return CellSpec.from_dict(config.cell_spec(cell)).config_hash()
+    return config.cell_spec(cell).config_hash()
 
 
 def _read_metrics(metrics: Path) -> dict[str, Any] | None:

@@ -155,10 +155,10 @@ def test_a_cell_spec_over_a_bound_names_the_fix() -> None:
     """`benchlib run --spec` validates the cell's own settings: the same bound, the same fix."""
     from benchlib.spec import CellSpec
 
-    spec = Config(copy.deepcopy(SMOKE)).cell_spec(Cell("smoke", "sfa", "fedavg", 0, 0))
+    spec = Config(copy.deepcopy(SMOKE)).cell_spec(Cell("smoke", "sfa", "fedavg", 0, 0)).to_dict()
     spec["training"]["rounds"] = HUGE
     with pytest.raises(BenchlibError) as info:
-        CellSpec.from_dict(spec)
+        CellSpec.from_json(spec)
     text = str(info.value)
     assert "1000000000000 is greater than the maximum of 100000" in text
     assert text.endswith(f"; set rounds <= {limits.MAX_ROUNDS}") and "\n" not in text, text

@@ -11,13 +11,13 @@ import logging
 import pandas as pd
 import pytest
 from conftest import REPO
+from helpers.builders import build_model
 from helpers.paths import GOLDEN
 
 from benchlib import __version__
 from benchlib.config import Config, load_config, load_config_file
 from benchlib.errors import BenchlibError
 from benchlib.methods.base import method_names
-from benchlib.models import build_model
 from benchlib.paper_configs import load_paper_config
 from benchlib.report.kinds.lightyear.robustness_table import render_table
 from benchlib.report.kinds.lightyear.training_details import (
@@ -84,14 +84,14 @@ def test_paper_grid(paper):
         (m, k) for m in experiment["methods"] for k in range(1, 8)
     }
     assert paper.method_label("lightyear") == "LIGHTYEAR"
-    assert paper.methods["lightyear"]["params"] == {"tau": 0.75, "gamma": 0.95, "variant": "paper"}
+    assert paper.methods["lightyear"].params == {"tau": 0.75, "gamma": 0.95, "variant": "paper"}
 
 
 def test_paper_dataset_training_and_model(paper):
     ds = paper.datasets["femnist"]
     assert ds["clients"] == 8
     assert ds["partition"] == {"name": "writers", "writers_per_client": 100, "min_size": 1}
-    assert ds["split"] == {  # the defaults filled in; the dataset spec keeps the file's form
+    split = {  # the defaults filled in, in the entry and the dataset spec
         "mode": "source",
         "val": 0.0,
         "test": 0.0,
@@ -99,11 +99,8 @@ def test_paper_dataset_training_and_model(paper):
         "val_from_test": "1/3",
         "val_from_train": None,
     }
-    assert paper.dataset_spec("femnist")["split"] == {
-        "mode": "source",
-        "val_from_test": "1/3",
-        "seed": 0,
-    }
+    assert dict(ds.split) == split
+    assert paper.dataset_spec("femnist")["split"] == split
     assert {k: ds["training"][k] for k in paper.raw["datasets"]["femnist"]["training"]} == {
         "optimizer": "adam",
         "lr": 0.001,
@@ -114,8 +111,8 @@ def test_paper_dataset_training_and_model(paper):
         "persist_optimizer": True,
         "loss": "cross_entropy",
     }
-    assert ds["malfunction"]["ana"]["scale"] == 120.5
-    model = build_model(ds["model"]["name"], 62, (1, 28, 28), ds["model"].get("params"))
+    assert ds.malfunction.params["ana"]["scale"] == 120.5
+    model = build_model(ds.model.name, 62, (1, 28, 28), ds.model.params)
     assert sum(p.numel() for p in model.parameters()) == 1_690_046  # the authors' CNN
     spec = paper.dataset_spec("femnist")
     assert spec["params"]["download_dir"] == "results/downloads/femnist"

@@ -14,6 +14,7 @@ import logging
 import numpy as np
 import pytest
 import torch
+from helpers.specs import filled_spec
 from torch import nn
 
 from benchlib.fl.batched import (
@@ -167,7 +168,7 @@ def test_batched_cell_matches_sequential_cell_over_three_rounds(
         spec = _no_dropout(smoke_cell_spec("fedavg", "sfa", 1), batching)
         spec.update(method=method, method_id=method, method_params=params)
         out = tmp_path / batching / "metrics.json"
-        run_cell(spec, mnist_store, smoke_split, out, tmp_path / batching / "ckpt")
+        run_cell(filled_spec(spec), mnist_store, smoke_split, out, tmp_path / batching / "ckpt")
         results[batching] = json.loads(out.read_text())
     seq, bat = results["off"], results["on"]
     assert np.allclose(
@@ -229,6 +230,6 @@ def test_methods_with_their_own_local_training_stay_sequential(
     spec = _no_dropout(smoke_cell_spec("fedavg", "none", 0), "on", rounds=1)
     spec.update(method="drfa", method_id="drfa", method_params={})
     with caplog.at_level(logging.INFO, logger="benchlib"):
-        cell = CellRun(spec, mnist_store, smoke_split)
+        cell = CellRun(filled_spec(spec), mnist_store, smoke_split)
     assert cell.batched is None
     assert "method drfa trains its clients its own way" in caplog.text

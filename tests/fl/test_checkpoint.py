@@ -4,6 +4,7 @@ afresh with one warning line, and the cell's metrics are those of an uninterrupt
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -15,17 +16,18 @@ import torch
 
 from benchlib.fl.checkpoint import checkpoint_path
 from benchlib.fl.engine import run_cell
+from benchlib.spec import CellSpec
 
 ROUNDS = 3
 
 
 @pytest.fixture(scope="module")
-def cell(smoke_config, tmp_path_factory) -> tuple[dict, Path]:
+def cell(smoke_config, tmp_path_factory) -> tuple[CellSpec, Path]:
     """A 3-round FedAvg smoke cell's spec and its uninterrupted metrics.json."""
     from benchlib.config import Cell
 
     spec = smoke_config.cell_spec(Cell("smoke", "sfa", "fedavg", 1, 0))
-    spec["training"] = {**spec["training"], "rounds": ROUNDS}
+    spec = dataclasses.replace(spec, training=dataclasses.replace(spec.training, rounds=ROUNDS))
     return spec, tmp_path_factory.mktemp("whole") / "metrics.json"
 
 

@@ -38,5 +38,5 @@ def test_verify_store_checks_every_byte_before_the_cell(zeroed_store, smoke_spli
 def test_verify_store_is_left_out_of_the_config_hash(smoke_cell_spec):
     spec = smoke_cell_spec("fedavg", "sfa", 1)
     checked = dict(spec, training=dict(spec["training"], verify_store=True))
-    assert CellSpec.from_dict(checked).config_hash() == CellSpec.from_dict(spec).config_hash()
-    assert "verify_store" not in CellSpec.from_dict(checked).recorded()["training"]
+    assert CellSpec.from_json(checked).config_hash() == CellSpec.from_json(spec).config_hash()
+    assert "verify_store" not in CellSpec.from_json(checked).recorded()["training"]

@@ -6,6 +6,7 @@ import json
 import logging
 
 import torch
+from helpers.specs import filled_spec
 
 from benchlib.fl.engine import CellRun, run_cell
 
@@ -136,7 +137,7 @@ def test_the_engine_gives_the_method_every_clients_training_rows(
     spec.update(method="drfa", method_id="drfa")
     spec["method_params"] = {"gamma": 0.0, "lambda_start": "sizes"}
     spec["training"]["rounds"] = 1
-    metrics = json.loads(run(spec, mnist_store, smoke_split, tmp_path).read_text())
+    metrics = json.loads(run(filled_spec(spec), mnist_store, smoke_split, tmp_path).read_text())
     with smoke_split.open() as handle:
         rows = [r for r in csv.DictReader(handle) if r["subset"] == "train"]
     counts = [sum(r["client"] == str(c) for r in rows) for c in range(4)]

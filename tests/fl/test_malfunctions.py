@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.builders import build_method
 
 from benchlib.errors import BenchlibError
 from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction, malicious_clients
 from benchlib.fl.rng import torch_generator
-from benchlib.methods.base import PeerView, StarRound, build_method
+from benchlib.methods.base import PeerView, StarRound
 
 
 def context(round_index=3, client=2, scale=120.5):

@@ -211,7 +211,10 @@ def test_a_streamed_cell_gives_identical_metrics_with_prefetch_0_and_2(
         spec["training"].update(
             data_mode="stream", rounds=2, prefetch=depth, client_batching=batching
         )
-        spec["transforms"] = {"train": [{"name": "RandomHorizontalFlip", "p": 0.5}]}
+        spec["transforms"] = {
+            **spec["transforms"],
+            "train": [{"name": "RandomHorizontalFlip", "p": 0.5}],
+        }
         out = tmp_path / f"prefetch{depth}"
         metrics.append(
             run_cell(spec, mnist_store, smoke_split, out / "m.json", out / "ck", out / "t.json")

@@ -27,14 +27,14 @@ def inputs(tmp_path) -> tuple[Path, Path]:
 
 
 def identity(spec: dict, inputs, device: str = "cpu", threads: int = 1) -> dict:
-    return shared_cells.cell_identity(CellSpec.from_dict(spec), *inputs, device, threads)
+    return shared_cells.cell_identity(CellSpec.from_json(spec), *inputs, device, threads)
 
 
 def test_the_identity_changes_with_everything_the_numbers_depend_on(smoke_cell_spec, inputs):
     spec = smoke_cell_spec("fedavg", "sfa", 1)
     base = identity(spec, inputs)
     assert identity(spec, inputs) == base
-    assert base["spec"] == CellSpec.from_dict(spec).config_hash()
+    assert base["spec"] == CellSpec.from_json(spec).config_hash()
     assert {"benchlib", "commit", "dirty", "torch", "numpy", "python", "plugins"} <= set(base)
     other_lr = json.loads(json.dumps(spec))
     other_lr["training"]["lr"] *= 2
@@ -134,7 +134,7 @@ def test_a_cell_is_trained_once_then_copied_and_its_stale_checkpoints_cleared(
     monkeypatch.setenv("BENCHLIB_DEVICE", "cpu")
     shared = tmp_path / "shared"
     shared.mkdir()
-    spec = CellSpec.from_dict(smoke_cell_spec("fedavg", "sfa", 1))
+    spec = CellSpec.from_json(smoke_cell_spec("fedavg", "sfa", 1))
     trained = []
 
     def outputs(project: str) -> tuple[Path, Path, Path]:

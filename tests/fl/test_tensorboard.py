@@ -14,7 +14,7 @@ from benchlib.config import Config, load_config_file
 from benchlib.fl.engine import run_cell
 from benchlib.fl.progress import read_progress
 from benchlib.fl.tensorboard import round_scalars, tensorboard_dir
-from benchlib.spec import Cell, CellSpec
+from benchlib.spec import Cell
 
 
 def events_of(folder) -> dict[str, list[tuple[int, float]]]:
@@ -96,8 +96,8 @@ def test_the_setting_leaves_the_config_hash_and_recorded_config_alone():
     watched = copy.deepcopy(raw)
     watched["datasets"]["mnist5k"]["training"]["tensorboard"] = True
     cell = Cell("smoke", "sfa", "fedavg", 1, 0)
-    plain_spec = CellSpec.from_dict(Config(raw).cell_spec(cell))
-    watched_spec = CellSpec.from_dict(Config(watched).cell_spec(cell))
+    plain_spec = Config(raw).cell_spec(cell)
+    watched_spec = Config(watched).cell_spec(cell)
     assert watched_spec.training.tensorboard is True  # benchlib run gets it
     assert watched_spec.config_hash() == plain_spec.config_hash()
     assert json.dumps(watched_spec.recorded()) == json.dumps(plain_spec.recorded())

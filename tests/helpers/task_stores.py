@@ -14,6 +14,7 @@ import pandas as pd
 
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store, write_store
+from helpers.specs import filled_spec
 
 
 def _index(n: int, groups: int, prefix: str) -> pd.DataFrame:
@@ -65,7 +66,8 @@ def groups_split(store: Path, out: Path, clients: int = 4) -> Path:
 
 
 def task_cell_spec(task: str, method: str = "fedavg", **overrides) -> dict:
-    """A 2-round cell spec for a generated store of ``task``."""
+    """A 2-round cell spec (JSON form, every default filled) for a generated store of
+    ``task``."""
     model = (
         {"name": "small_unet", "params": {"features": [4, 4, 8, 8, 16, 4]}}
         if task == "segmentation"
@@ -93,4 +95,4 @@ def task_cell_spec(task: str, method: str = "fedavg", **overrides) -> dict:
         "malfunction_params": {"placement": "first"},
     }
     spec.update(overrides)
-    return spec
+    return filled_spec(spec)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from helpers.builders import build_method
 from helpers.method_inputs import star_round
-
-from benchlib.methods.base import build_method
 
 
 def test_asmr_default_is_fedavgm_with_server_momentum_0_7() -> None:

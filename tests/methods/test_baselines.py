@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers.builders import build_method
 from scipy.spatial.distance import cdist
 from sklearn.cluster import AgglomerativeClustering
 from torch import nn
@@ -21,7 +22,7 @@ from benchlib.fl.engine import LocalTraining
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.params import ParamLayout
 from benchlib.methods.asmr import outlier_factors
-from benchlib.methods.base import PeerEvaluator, PeerView, StarRound, build_method
+from benchlib.methods.base import PeerEvaluator, PeerView, StarRound
 from benchlib.methods.cfl import optimal_bipartition
 from benchlib.methods.robust_utils import proximal_hook
 from benchlib.settings import TrainingSettings

@@ -7,9 +7,8 @@ import math
 
 import pytest
 import torch
+from helpers.builders import build_method
 from helpers.method_inputs import star_round
-
-from benchlib.methods.base import build_method
 
 
 def test_cfl_records_the_update_norms_of_its_split_test() -> None:

@@ -7,11 +7,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers.builders import build_method
 from torch import nn
 
 from benchlib.errors import BenchlibError
 from benchlib.fl.params import ParamLayout
-from benchlib.methods.base import StarRound, build_method, sample_clients
+from benchlib.methods.base import StarRound, sample_clients
 from benchlib.methods.client_graph import project_simplex
 from benchlib.methods.drfa import DRFA, SnapshotHook
 from benchlib.seeding import numpy_rng

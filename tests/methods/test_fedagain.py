@@ -7,10 +7,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers.builders import build_method
+from helpers.specs import filled_spec
 
 from benchlib.fl.engine import CellRun
 from benchlib.fl.params import ParamLayout
-from benchlib.methods.base import StarRound, build_method
+from benchlib.methods.base import StarRound
 from benchlib.methods.fedagain import FedAgain, trust_weights
 
 
@@ -77,7 +79,7 @@ def test_eps_and_subset_are_checked():
 def test_benchmark_error_and_divergence_in_a_real_cell(mnist_store, smoke_split, smoke_cell_spec):
     spec = dict(smoke_cell_spec("fedavg", "none", 0))
     spec.update(method="fedagain", method_id="fedagain", method_params={})
-    cell = CellRun(spec, mnist_store, smoke_split)
+    cell = CellRun(filled_spec(spec), mnist_store, smoke_split)
     start = cell.global_vector.clone()
     cell.run_round(0)
     log = cell.method.summary()["trust"][0]

@@ -109,7 +109,7 @@ def test_train_only_reading_as_a_corruption_grid_axis_value(tmp_path):
     path.write_text(yaml.safe_dump(config))
     datasets = load_config(path).datasets
     variant = "mnist5k_ls__corruption_ratio0p3_severity3_subsetstrain"
-    assert datasets[variant]["corruption"] == {**train_only, "image_fraction": 1.0}  # filled
+    assert datasets[variant].corruption.to_dict() == {**train_only, "image_fraction": 1.0}  # filled
     assert scenario_of(train_only).subsets == ("train",)
     assert scenario_of("moderate").subsets == ("train", "val")
     assert scenario_label(train_only) == "30%, s3, train only"
@@ -217,9 +217,8 @@ def test_image_fraction_as_a_corruption_grid_axis_value(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     loaded = load_config(path)
-    assert loaded.datasets["mnist5k_ls__corruption_image_fraction0p5_ratio0p3_severity3"][
-        "corruption"
-    ] == {**half, "subsets": ["train", "val"]}
+    variant = loaded.datasets["mnist5k_ls__corruption_image_fraction0p5_ratio0p3_severity3"]
+    assert variant.corruption.to_dict() == {**half, "subsets": ["train", "val"]}
     store, _ = loaded.cell_inputs("mnist5k_ls__corruption_imagefractions")
     key = settings_key(SCENARIOS["image_fractions"], 10, 0)
     assert store == f"results/corrupted/mnist5k_ls__corruption_imagefractions/{key}"

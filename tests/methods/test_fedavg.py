@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from helpers.builders import build_method
 from helpers.method_inputs import star_round
-
-from benchlib.methods.base import build_method
 
 
 def test_fedavg_gamma_moves_the_global_model_by_gamma_to_the_t() -> None:

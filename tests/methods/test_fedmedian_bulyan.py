@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.builders import build_method
 
-from benchlib.methods.base import StarRound, build_method
+from benchlib.methods.base import StarRound
 from benchlib.methods.bulyan import bulyan_select, largest_f, trimmed_around_median
 from benchlib.methods.fedmedian import coordinate_median
 

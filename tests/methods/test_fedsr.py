@@ -8,13 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers.builders import build_method
+from helpers.specs import filled_spec
 from torch import nn
 from torch.nn import functional as F
 
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store, write_store
 from benchlib.fl.engine import CellRun, run_cell
-from benchlib.methods.base import build_method
 from benchlib.methods.fedsr import FedSR, fedsr_regularisers
 from benchlib.models.tfl import FedSRNet
 
@@ -114,7 +115,7 @@ def test_fedsr_cell_keeps_priors_local_and_scores_the_held_out_client(tmp_path):
                      "rounds": 2},
         "malfunction_params": {"placement": "first"}, "held_out": [3],
     }  # fmt: skip
-    cell = CellRun(spec, store, split)
+    cell = CellRun(filled_spec(spec), store, split)
     assert not any(name.startswith("fedsr_prior.") for name in cell.layout.names)
     start = [m.fedsr_prior.r_mu.detach().clone() for m in cell.models]
     for r in range(2):
@@ -123,7 +124,7 @@ def test_fedsr_cell_keeps_priors_local_and_scores_the_held_out_client(tmp_path):
     assert not torch.equal(trained[0], trained[1])  # each client learns its own prior
     assert all(not torch.equal(trained[c], start[c]) for c in range(3))
     assert torch.equal(trained[3], start[3])  # the held-out client never trains
-    metrics = run_cell(spec, store, split, tmp_path / "m.json", tmp_path / "ck")
+    metrics = run_cell(filled_spec(spec), store, split, tmp_path / "m.json", tmp_path / "ck")
     assert [c["client"] for c in metrics["held_out_clients"]] == [3]
     assert 0.0 <= metrics["held_out_clients"][0]["test_accuracy"] <= 1.0
 

@@ -13,14 +13,13 @@ import pytest
 import torch
 import yaml
 from conftest import ops_snakemake
+from helpers.builders import build_method, build_model
 from helpers.fets_folder import tiny_config, write_fets
 from torch import nn
 from torch.nn import functional as F
 
 from benchlib.errors import BenchlibError
-from benchlib.methods.base import build_method
 from benchlib.methods.fedsr import DENSE_Z_DIM, fedsr_regularisers
-from benchlib.models import build_model
 from benchlib.models.tfl import FedSRNet, FedSRSegNet
 from benchlib.tasks import get_task
 from benchlib.tasks.segmentation import dice_ce

@@ -20,8 +20,9 @@ import math
 
 import pytest
 import torch
+from helpers.builders import build_method
 
-from benchlib.methods.base import PeerEvaluator, PeerView, build_method
+from benchlib.methods.base import PeerEvaluator, PeerView
 from benchlib.methods.lightyear import agreement, model_stats
 from benchlib.tasks.base import get_task
 

@@ -5,10 +5,10 @@ follows the method's choice unless the config's model.init says otherwise."""
 from __future__ import annotations
 
 import pytest
+from helpers.builders import build_method
 from helpers.task_stores import groups_split, regression_store, task_cell_spec
 
 from benchlib.fl.engine import CellRun
-from benchlib.methods.base import build_method
 
 P2P_AUTHORS = ["p2p_fedavg", "balance", "scclip", "lightyear"]
 

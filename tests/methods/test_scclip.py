@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 import torch
+from helpers.builders import build_method
 from helpers.method_inputs import no_evaluator
 
-from benchlib.methods.base import PeerView, build_method
+from benchlib.methods.base import PeerView
 
 HONEST = [[1.0, 0.1], [1.0, -0.1], [1.1, 0.0], [0.9, 0.0]]
 MINIMAL = torch.tensor(HONEST + [[-3.0, 0.0]] * 3)

@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers.builders import build_method
 
 from benchlib.errors import BenchlibError
 from benchlib.fl.params import ParamLayout
-from benchlib.methods.base import StarRound, build_method
+from benchlib.methods.base import StarRound
 from benchlib.methods.client_graph import (
     centrality,
     dual_step,

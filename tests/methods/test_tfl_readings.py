@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers.builders import build_method
 from methods.test_tfl import FakeTraining, info
 
-from benchlib.methods.base import build_method
 from benchlib.methods.client_graph import centrality, dual_step_size
 
 PATH = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]])  # dot products: the path 0-1-2

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.builders import build_model
 from helpers.http_server import serve_directory
 
 from benchlib.errors import BenchlibError
-from benchlib.models import build_model
 from benchlib.models.pretrained import fetch_weights
 from benchlib.weights import WEIGHTS_URLS, weights_path
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers.builders import build_model
 
 from benchlib.errors import BenchlibError
-from benchlib.models.registry import build_model
+from benchlib.models.catalog import MODELS
 from benchlib.models.transunet import TransUNet
 
 TINY = {
@@ -37,7 +38,7 @@ def test_output_shape(shape, classes):
 
 
 def test_default_is_r50_vit_b16_with_the_documented_parameter_count():
-    model = TransUNet(1, 2, (64, 64))
+    model = TransUNet(1, 2, (64, 64), **MODELS.get("transunet").params.defaults())
     assert count(model) == 105_132_994  # the number in the module docstring and docs
     h, mlp = 768, 3072
     # one pre-norm ViT block by hand: qkv + proj (with bias), two MLP layers, two LayerNorms

@@ -10,7 +10,7 @@ import torch
 from benchlib.errors import BenchlibError
 from benchlib.tasks import get_task
 from benchlib.tasks.base import task_implementations
-from benchlib.tasks.catalog import TASKS
+from benchlib.tasks.catalog import TASKS, loss_settings
 
 
 def test_every_catalog_task_is_implemented_with_its_losses():
@@ -76,15 +76,16 @@ def test_regression_metrics_by_hand_and_no_peer_view():
 def test_losses_by_name_with_checked_parameters():
     task = get_task("classification")
     logits, labels = torch.tensor([[2.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 1])
-    ce = task.build_loss(None)(logits, labels)
+    assert loss_settings("", "classification", None, None) == ("cross_entropy", {})
+    ce = task.build_loss("cross_entropy", {})(logits, labels)
     assert ce.item() == pytest.approx(torch.nn.functional.cross_entropy(logits, labels).item())
-    focal = task.build_loss("focal", {"gamma": 2.0, "alpha": [0.25, 0.75]})
+    focal = task.build_loss(*loss_settings("", "classification", "focal", {"alpha": [0.25, 0.75]}))
     assert 0 < focal(logits, labels).item() < ce.item()  # easy examples are down-weighted
     with pytest.raises(BenchlibError, match="task classification has no loss 'dice_ce'"):
-        task.build_loss("dice_ce")
+        loss_settings("", "classification", "dice_ce", None)
     with pytest.raises(BenchlibError, match=r"loss 'focal' params: unknown parameter 'beta'"):
-        task.build_loss("focal", {"beta": 1})
-    seg = get_task("segmentation").build_loss("dice_ce")
+        loss_settings("", "classification", "focal", {"beta": 1})
+    seg = get_task("segmentation").build_loss(*loss_settings("", "segmentation", None, None))
     perfect = torch.zeros(1, 2, 2, 2)
     perfect[0, 1] = 20.0
     perfect[0, 0] = -20.0

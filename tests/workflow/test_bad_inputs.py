@@ -597,7 +597,7 @@ def _checkpoint_of_this_cell(ctx: Ctx, **state: Any) -> None:
     from benchlib.spec import CellSpec
 
     (ctx.out / "checkpoints").mkdir()
-    state["config_hash"] = CellSpec.from_dict(ctx.spec).config_hash()
+    state["config_hash"] = CellSpec.from_json(ctx.spec).config_hash()
     torch.save(state, ctx.out / "checkpoints" / "round_0000.pt")
 
 
@@ -656,7 +656,7 @@ def _(ctx: Ctx) -> list[str]:
     return [benchlib_exe(), "prepare", "--spec", json.dumps(spec), "--out", str(ctx.out / "st")]
 
 
-@case("run_negative_seed", "--spec seed is -1, not a non-negative integer")
+@case("run_negative_seed", "--spec seed: -1 is less than the minimum of 0")
 def _(ctx: Ctx) -> list[str]:
     return ctx.run(spec=ctx.spec_with(seed=-1))
 
@@ -779,9 +779,12 @@ def test_bad_input_gives_one_clean_error_line(
 def test_nonfinite_models_from_a_malfunction_are_survived_and_recorded(
     method, mnist_store, smoke_split, smoke_cell_spec, tmp_path
 ):
+    from benchlib.methods.catalog import METHODS
+
     spec = smoke_cell_spec("fedavg", "ana", k=1)
     spec["method"] = spec["method_id"] = method
-    spec["method_params"] = {}  # the config filled in fedavg's; this method's are its defaults
+    # the config filled in fedavg's; this method's are its declared defaults (a spec has all)
+    spec["method_params"] = METHODS.get(method).params.resolve(method, {})
     spec["malfunction_params"]["ana"] = {"scale": 1e40}  # noise overflows float32 to Inf
     result = subprocess.run(
         Ctx(tmp_path, mnist_store, smoke_split, spec, "").run(),

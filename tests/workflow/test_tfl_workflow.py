@@ -113,7 +113,7 @@ def test_default_config_has_the_tfl_tables():
     table1 = config.reports["tfl_table1"]
     # 4 held-out domains x 5 methods x 3 seeds
     assert len(table1.inputs) == 60
-    assert config.datasets["tfl_pacs__held_out_15_16_17_18_19"]["held_out"] == [15, 16, 17, 18, 19]
+    assert config.datasets["tfl_pacs__held_out_15_16_17_18_19"]["held_out"] == (15, 16, 17, 18, 19)
     assert len(config.reports["tfl_table5"].inputs) == 4 * 4 * 3
     table9 = config.reports["tfl_table9"]  # OfficeHome: as PACS, ResNet50, batch 64
     assert len(table9.inputs) == 60

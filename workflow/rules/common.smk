@@ -75,7 +75,7 @@ def cell_spec_of(cell):
 
 @functools.cache
 def cell_spec_json(cell):
-    return as_json(cell_spec_of(cell))
+    return cell_spec_of(cell).to_json()
 
 
 @functools.cache

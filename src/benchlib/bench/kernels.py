@@ -58,7 +58,7 @@ def run_kernel_benchmark(
     """Print each setting's median round time, the native/portable ratio and whether the two
     settings gave the same numbers on this machine; return the medians and the ratio."""
     config = load_config(config_path)
-    spec = config.cell_spec(cell)
+    spec = config.cell_spec(cell).to_dict()
     store, split = (Path(p) for p in config.cell_inputs(spec["dataset"]))
     for path in (store, split):
         if not path.exists():

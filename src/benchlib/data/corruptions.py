@@ -172,9 +172,12 @@ def corruption_schema() -> dict[str, Any]:
     }
 
 
-def scenario_of(value: str | dict[str, Any] | None) -> Scenario:
+def scenario_of(value: Scenario | str | dict[str, Any] | None) -> Scenario:
     """A scenario by name or mapping (checked against :data:`CORRUPTION`, defaults filled;
-    None, no corruption given, is ``none``); one clear error otherwise."""
+    None, no corruption given, is ``none``; a resolved one as it is); one clear error
+    otherwise."""
+    if isinstance(value, Scenario):
+        return value
     if value is None:
         return SCENARIOS["none"]
     if isinstance(value, str):

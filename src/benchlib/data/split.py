@@ -59,10 +59,16 @@ class SplitSpec:
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> SplitSpec:
-        """From a dataset spec: its clients, partition and ``split`` section (checked and
-        filled by :class:`benchlib.settings.SplitSettings`)."""
+        """From a dataset spec: its clients, partition and ``split`` section. The config's
+        dataset spec carries the section filled (every key: built as it is); a hand-written
+        one, as the file would give it, is checked and filled by
+        :class:`benchlib.settings.SplitSettings`."""
         part = dict(cfg["partition"])
-        split = SplitSettings.from_config("split", cfg["split"])
+        section = cfg["split"]
+        if set(section) == set(SplitSettings.field_names()):
+            split = SplitSettings.from_filled("split", section)
+        else:
+            split = SplitSettings.from_config("split", section)
         return cls(
             num_clients=int(cfg["clients"]),
             partitioner=str(part.pop("name")),

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from benchlib.errors import require
 from benchlib.fl.batched import BatchedClients, why_not_batched
 from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import Method, TrainingContext
@@ -33,7 +32,6 @@ def batched_clients(
     batches wherever possible (also on CPU), ``off`` never.
     """
     choice = training.client_batching
-    require(choice in ("auto", "on", "off"), f"unknown client_batching {choice!r}")
     if choice == "off" or (choice == "auto" and device.type != "cuda"):
         return None
     reason = why_not_batched(models, optimizers, loss_fn, method.private_prefixes)

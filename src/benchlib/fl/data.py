@@ -101,7 +101,6 @@ class BatchSource:
         self.targets = targets
         needed = np.unique(needed)
         bytes_needed = int(self.inputs[:1].nbytes) * len(needed)
-        require(mode in ("auto", "resident", "stream"), f"unknown data mode {mode!r}")
         self.resident = mode == "resident" or (
             mode == "auto" and bytes_needed <= RESIDENT_LIMIT_BYTES
         )

@@ -189,7 +189,7 @@ class CellRun:
         split_path: Path,
         device: torch.device | None = None,
     ) -> None:
-        self.spec = spec if isinstance(spec, CellSpec) else CellSpec.from_dict(spec)
+        self.spec = spec if isinstance(spec, CellSpec) else CellSpec.from_json(spec, "cell spec")
         self.config_hash = self.spec.config_hash()
         self.device = device or select_device()
         self.seed = int(self.spec.seed)

@@ -6,12 +6,13 @@ check reads. A plugin declares its own malfunctions with :func:`declare_malfunct
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from benchlib.params import COUNT, NO_PARAMS, NON_NEGATIVE, Param, Params
 from benchlib.registry import Registry
+from benchlib.settings import Entry
 
 
 @dataclass(frozen=True)
@@ -72,17 +73,33 @@ MALFUNCTION_SETTINGS = Params(
 )
 
 
-def malfunction_settings(
-    what: str, section: Mapping[str, Any] | None, malfunctions: Iterable[str] = ()
-) -> dict[str, Any]:
-    """A malfunction section with its defaults filled: placement, start_round, and the
-    parameters of every malfunction it names and of ``malfunctions``."""
-    section = dict(section or {})
-    own = {k: v for k, v in section.items() if k in MALFUNCTION_SETTINGS}
-    named = {k: v for k, v in section.items() if k not in MALFUNCTION_SETTINGS}
-    result = MALFUNCTION_SETTINGS.resolve(what, own)
-    for name in sorted(set(named) | set(malfunctions)):
-        params = MALFUNCTIONS.get(name).params
-        if name in named or params:
-            result[name] = params.resolve(f"{what}.{name}", named.get(name))
-    return result
+@dataclass(frozen=True, eq=False)
+class MalfunctionSettings(Entry):
+    """A dataset's ``malfunction`` section resolved: placement, start_round and the parameters
+    of every malfunction it names (defaults filled)."""
+
+    placement: str
+    start_round: int
+    params: Mapping[str, Mapping[str, Any]]  # malfunction name -> its parameters
+
+    @classmethod
+    def from_config(cls, what: str, section: Mapping[str, Any] | None) -> MalfunctionSettings:
+        """Check a config's malfunction section; fill the defaults of what it names."""
+        section = dict(section or {})
+        own = {k: v for k, v in section.items() if k in MALFUNCTION_SETTINGS}
+        named = {k: v for k, v in section.items() if k not in MALFUNCTION_SETTINGS}
+        settings = MALFUNCTION_SETTINGS.resolve(what, own)
+        params = {
+            name: MALFUNCTIONS.get(name).params.resolve(f"{what}.{name}", named[name])
+            for name in sorted(named)
+        }
+        return cls(settings["placement"], settings["start_round"], params)
+
+    def for_cell(self, malfunction: str) -> dict[str, Any]:
+        """The spec's ``malfunction_params``: placement, start_round, the named malfunctions'
+        parameters and the cell's own (its declared defaults when the section omits it)."""
+        params = {name: dict(p) for name, p in self.params.items()}
+        declared = MALFUNCTIONS.get(malfunction).params
+        if declared and malfunction not in params:
+            params[malfunction] = declared.defaults()
+        return {"placement": self.placement, "start_round": self.start_round, **params}

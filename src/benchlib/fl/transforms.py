@@ -38,8 +38,9 @@ def _v2() -> ModuleType:
 class Transforms:
     """Normalisation (every batch) and augmentation (training batches) of one dataset."""
 
-    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
-        settings = TransformSettings.from_config("transforms", config)
+    def __init__(self, settings: TransformSettings | Mapping[str, Any] | None = None) -> None:
+        if not isinstance(settings, TransformSettings):  # a section as a config gives it
+            settings = TransformSettings.from_config("transforms", settings)
         self.augmentation = self.normalization = None
         if settings.train:
             v2 = _v2()

@@ -13,11 +13,21 @@ import signal
 import socket
 import sys
 from types import FrameType
+from typing import Any
 
 from benchlib import cpu_kernels
 from benchlib.forkserver import ENV_SOCKET, protocol
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def spec_kernels(spec: dict[str, Any]) -> str | None:
+    """The one field of a cell spec's JSON the client needs, ``training.cpu_kernels``; None
+    when the spec lacks it or names no known setting (the cell then runs in this process,
+    where ``benchlib run`` checks the whole spec and names the problem)."""
+    training = spec.get("training")
+    setting = training.get("cpu_kernels") if isinstance(training, dict) else None
+    return setting if setting in cpu_kernels.SETTINGS else None
 
 
 def delegate(argv: list[str], setting: str) -> int | None:

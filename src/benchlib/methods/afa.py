@@ -29,7 +29,6 @@ from typing import Any
 import torch
 from scipy.special import betainc
 
-from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound
 from benchlib.methods.robust_utils import finite_rows, weighted_mean
 
@@ -84,9 +83,6 @@ class AFA(StarMethod):
         self.delta_xi = float(delta_xi)
         self.alpha0, self.beta0 = float(alpha0), float(beta0)
         self.block_threshold = float(block_threshold)
-        require(self.xi0 >= 0 and self.delta_xi > 0, "afa: need xi0 >= 0 and delta_xi > 0")
-        require(self.alpha0 > 0 and self.beta0 > 0, "afa: alpha0 and beta0 must be > 0")
-        require(0 < self.block_threshold <= 1, "afa: block_threshold must be in (0, 1]")
 
     def setup(self, num_clients: int, num_rounds: int, seed: int) -> None:
         super().setup(num_clients, num_rounds, seed)

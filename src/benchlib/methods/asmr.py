@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound
 from benchlib.methods.robust_utils import cosine_matrix, finite_rows, pairwise_distances
 
@@ -64,7 +63,6 @@ class ASMR(StarMethod):
     description = "star; removes clients below the largest gap of angular outlier factors"
 
     def __init__(self, *, momentum: float, variant: str) -> None:
-        require(0 <= float(momentum) < 1, f"asmr: momentum must be in [0, 1), got {momentum}")
         self.variant = variant
         self.beta = float(momentum)
         self.flagged: list[list[int]] = []

@@ -25,7 +25,6 @@ import math
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import P2PMethod, P2PResult, PeerView
 from benchlib.methods.robust_utils import distances_to
 
@@ -36,9 +35,6 @@ class Balance(P2PMethod):
     def __init__(self, *, gamma: float, kappa: float, alpha: float, variant: str) -> None:
         self.variant = variant
         self.gamma, self.kappa, self.alpha = float(gamma), float(kappa), float(alpha)
-        require(self.gamma >= 0, f"balance: gamma must be >= 0, got {self.gamma}")
-        require(self.kappa >= 0, f"balance: kappa must be >= 0, got {self.kappa}")
-        require(0 <= self.alpha <= 1, f"balance: alpha must be in [0, 1], got {self.alpha}")
 
     def threshold_factor(self, round: int) -> float:
         """gamma * exp(-kappa * lambda(t)), the accepted distance relative to ||theta_i||."""

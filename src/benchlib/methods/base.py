@@ -50,7 +50,7 @@ What an author must know:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -399,9 +399,9 @@ def get_method_class(name: str) -> type[Method]:
     return cls
 
 
-def build_method(name: str, params: dict[str, Any]) -> Method:
-    """Instantiate method ``name`` with its config parameters (checked against its declaration,
-    every default filled); the instance's ``name`` is the declared one."""
-    method = get_method_class(name)(**METHODS.get(name).params.resolve(f"method {name!r}", params))
+def build_method(name: str, params: Mapping[str, Any]) -> Method:
+    """Instantiate method ``name`` with its filled parameters (a resolved spec's: every declared
+    one; nothing is checked again); the instance's ``name`` is the declared one."""
+    method = get_method_class(name)(**params)
     method.name = name
     return method

@@ -59,7 +59,6 @@ class Bulyan(StarMethod):
     description = "star; Bulyan: n - 2f Krum selections, then a trimmed mean around the median"
 
     def __init__(self, *, f: int | None) -> None:
-        require(f is None or int(f) >= 0, f"bulyan: f must be >= 0, got {f}")
         self.f = None if f is None else int(f)
         self.selected: list[list[int]] = []
 

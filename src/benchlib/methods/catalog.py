@@ -137,7 +137,7 @@ for _name, _entry in {
         "star",
         xi0=Param(NON_NEGATIVE, 2.0, "initial outlier threshold in standard deviations"),
         delta_xi=Param(
-            {"type": "number", "minimum": 0},
+            POSITIVE,
             description="threshold increment per pass",
             by_variant={"paper": 0.5, "authors": 0.25},
         ),

@@ -37,7 +37,6 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound, TrainingContext
 from benchlib.methods.robust_utils import (
     cosine_matrix,
@@ -120,7 +119,6 @@ class CFL(StarMethod):
         self.variant = variant
         self.eps1, self.eps2 = float(eps1), float(eps2)
         self.relative = bool(relative)
-        require(self.eps1 >= 0 and self.eps2 >= 0, "cfl: eps1 and eps2 must be >= 0")
 
     def setup(self, num_clients: int, num_rounds: int, seed: int) -> None:
         super().setup(num_clients, num_rounds, seed)

@@ -26,7 +26,6 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import TrainingContext, proximal_hook
 from benchlib.methods.fedavg import FedAvg
 
@@ -38,7 +37,6 @@ class Ditto(FedAvg):
         super().__init__(weighting="samples" if variant == "paper" else "batches", gamma=1.0)
         self.variant = variant
         self.lam = float(lam)
-        require(self.lam >= 0.0, f"ditto: lam must be >= 0, got {self.lam}")
 
     def setup(self, num_clients: int, num_rounds: int, seed: int) -> None:
         super().setup(num_clients, num_rounds, seed)

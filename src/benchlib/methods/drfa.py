@@ -52,7 +52,7 @@ from benchlib.methods.client_graph import (
     finite_losses,
     start_weights,
 )
-from benchlib.methods.tfl import DRAWS, draw_counts
+from benchlib.methods.tfl import draw_counts
 from benchlib.seeding import numpy_rng
 
 
@@ -93,9 +93,6 @@ class DRFA(StarMethod):
         local_step_scale: bool = True,
         draws: str = "with_replacement",
     ) -> None:
-        require(variant in ("paper", "authors"), f"drfa: unknown variant {variant!r}")
-        require(draws in DRAWS, f"drfa: draws must be one of {DRAWS}")
-        require(gamma >= 0, f"drfa: gamma must be >= 0, got {gamma}")
         self.gamma = float(gamma)
         self.gamma_decay = float(gamma_decay)
         self.floor = float(floor)

@@ -65,11 +65,6 @@ class FedAgain(StarMethod):
 
     def __init__(self, *, eps: float, benchmark_subset: str) -> None:
         self.eps = float(eps)
-        require(self.eps > 0, f"fedagain: eps must be > 0, got {self.eps}")
-        require(
-            benchmark_subset in ("val", "train"),
-            f"fedagain: benchmark_subset must be val or train, got {benchmark_subset!r}",
-        )
         self.benchmark_subset = benchmark_subset
         self.trust: list[dict[str, Any]] = []
         # entries of the transmitted vector that enter D_k (None: all of them)

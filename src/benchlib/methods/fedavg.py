@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import (
     P2PMethod,
     P2PResult,
@@ -36,11 +35,6 @@ class FedAvg(StarMethod):
     description = "star; mean of all client models weighted by training-set size"
 
     def __init__(self, *, weighting: str, gamma: float) -> None:
-        require(
-            weighting in ("samples", "batches", "uniform"),
-            f"fedavg: weighting must be samples, batches or uniform, got {weighting!r}",
-        )
-        require(0 < float(gamma) <= 1, f"fedavg: gamma must be in (0, 1], got {gamma}")
         self.weighting = weighting
         self.gamma = float(gamma)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import TrainingContext
 from benchlib.methods.fedavg import FedAvg
 
@@ -31,7 +30,6 @@ class FedProx(FedAvg):
     def __init__(self, *, mu: float, weighting: str) -> None:
         super().__init__(weighting=weighting, gamma=1.0)
         self.mu = float(mu)
-        require(self.mu >= 0.0, f"fedprox: mu must be >= 0, got {self.mu}")
 
     def proximal_term(
         self, context: TrainingContext, client: int

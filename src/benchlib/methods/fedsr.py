@@ -99,8 +99,6 @@ class FedSR(FedAvg):
         dense: bool | None,
     ) -> None:
         super().__init__(weighting=weighting, gamma=1.0)
-        require(z_dim is None or z_dim >= 1, f"fedsr: z_dim must be >= 1, got {z_dim}")
-        require(l2r >= 0 and cmi >= 0, "fedsr: l2r and cmi must be >= 0")
         self.z_dim = None if z_dim is None else int(z_dim)  # None: Z_DIM or DENSE_Z_DIM
         self.l2r = float(l2r)
         self.cmi = float(cmi)

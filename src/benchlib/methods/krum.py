@@ -48,8 +48,6 @@ class Krum(StarMethod):
     description = "star; (Multi-)Krum: mean of the m models with the lowest Krum scores"
 
     def __init__(self, *, f: int | None, m: int, variant: str) -> None:
-        require(f is None or int(f) >= 0, f"krum: f must be >= 0, got {f}")
-        require(int(m) >= 1, f"krum: m must be >= 1, got {m}")
         require(
             variant == "paper" or (f is None and int(m) == 1),
             "krum: variant authors fixes f = n // 2 and m = 1; remove f and m",

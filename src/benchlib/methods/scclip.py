@@ -44,8 +44,6 @@ class SCClip(P2PMethod):
     description = "P2P; remove the b farthest peers, clip the rest around the own model"
 
     def __init__(self, *, b: int | None, tau: float | None, variant: str) -> None:
-        require(b is None or int(b) >= 0, f"scclip: b must be >= 0, got {b}")
-        require(tau is None or float(tau) > 0, f"scclip: tau must be > 0, got {tau}")
         require(
             variant == "paper" or (tau is None and b is None),
             "scclip: variant authors has no removal and a fixed radius rule; remove b and tau",

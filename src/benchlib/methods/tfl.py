@@ -48,8 +48,6 @@ from benchlib.methods.base import (
     parameter_mask,
 )
 from benchlib.methods.client_graph import (
-    CENTRALITIES,
-    SCALINGS,
     SIMILARITIES,
     StepCounter,
     dual_step,
@@ -59,9 +57,6 @@ from benchlib.methods.client_graph import (
     similarity_matrix,
     start_weights,
 )
-
-EMBEDDINGS = ("latest", "recent", "current")
-DRAWS = ("with_replacement", "without_replacement")
 
 
 def draw_counts(weights: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -113,13 +108,6 @@ class TFL(StarMethod):
         draws: str = "with_replacement",
         ordered_pairs: bool = False,
     ) -> None:
-        require(similarity in SIMILARITIES, f"tfl: similarity must be one of {SIMILARITIES}")
-        require(embedding in EMBEDDINGS, f"tfl: embedding must be one of {EMBEDDINGS}")
-        require(scaling in SCALINGS, f"tfl: scaling must be one of {SCALINGS}")
-        require(draws in DRAWS, f"tfl: draws must be one of {DRAWS}")
-        require(centrality in CENTRALITIES, f"tfl: centrality must be one of {CENTRALITIES}")
-        require(update_every >= 1, f"tfl: update_every must be >= 1, got {update_every}")
-        require(loss_subset in ("train", "val"), "tfl: loss_subset must be train or val")
         self.similarity = similarity
         self.epsilon = float(epsilon)
         self.centrality = centrality

@@ -12,6 +12,7 @@ from typing import Any
 
 from benchlib.params import BOOLEAN, NO_PARAMS, Param, Params
 from benchlib.registry import Registry
+from benchlib.settings import Entry
 
 MODEL_INIT = Param(
     {"enum": ["shared", "per_client", None]},
@@ -22,17 +23,23 @@ MODEL_INIT = Param(
 )
 
 
-def model_settings(what: str, model: Mapping[str, Any]) -> dict[str, Any]:
-    """A model section ``{name, params, init}`` with the model's parameters checked and every
-    default filled."""
-    name = model["name"]
-    return {
-        "name": name,
-        "params": MODELS.get(name).params.resolve(
+@dataclass(frozen=True, eq=False)
+class ModelSettings(Entry):
+    """A dataset's ``model`` section resolved: the model, its parameters (every one, defaults
+    filled) and the initial-model choice."""
+
+    name: str
+    params: Mapping[str, Any]
+    init: str | None
+
+    @classmethod
+    def from_config(cls, what: str, model: Mapping[str, Any]) -> ModelSettings:
+        """Check a config's model section against the model's declaration; fill the defaults."""
+        name = model["name"]
+        params = MODELS.get(name).params.resolve(
             f"{what}model {name!r} params", model.get("params")
-        ),
-        "init": model.get("init", MODEL_INIT.default),
-    }
+        )
+        return cls(name, params, model.get("init", MODEL_INIT.default))
 
 
 @dataclass(frozen=True)
@@ -73,84 +80,73 @@ _IMAGENET = {
 }
 
 MODELS: Registry[ModelDeclaration] = Registry("model")
-for _name, _model in {
-    "femnist_cnn": ModelDeclaration(
-        "benchlib.models.cnn:build_femnist_cnn",
-        Params(
-            {
-                "conv1": Param({"type": "integer", "minimum": 1}, 32, "channels of conv block 1"),
-                "conv2": Param({"type": "integer", "minimum": 1}, 64, "channels of conv block 2"),
-                "hidden": Param({"type": "integer", "minimum": 1}, 512, "hidden units"),
-                "dropout": Param(DROPOUT, 0.5, "dropout before the output layer"),
-            }
+declare_model(
+    "femnist_cnn",
+    "benchlib.models.cnn:build_femnist_cnn",
+    {
+        "conv1": Param({"type": "integer", "minimum": 1}, 32, "channels of conv block 1"),
+        "conv2": Param({"type": "integer", "minimum": 1}, 64, "channels of conv block 2"),
+        "hidden": Param({"type": "integer", "minimum": 1}, 512, "hidden units"),
+        "dropout": Param(DROPOUT, 0.5, "dropout before the output layer"),
+    },
+)
+declare_model("densenet121", "benchlib.models.vision:build_densenet121", _IMAGENET)
+declare_model("resnet18", "benchlib.models.vision:build_resnet18", _IMAGENET)
+declare_model("resnet50", "benchlib.models.vision:build_resnet50", _IMAGENET)
+declare_model("efficientnet_b0", "benchlib.models.vision:build_efficientnet_b0", _IMAGENET)
+declare_model(
+    "small_unet",
+    "benchlib.models.segmentation:small_unet",
+    {
+        "features": _widths([8, 8, 16, 32, 64, 8], "channels per U-Net level (6)"),
+        "dropout": Param(DROPOUT, 0.0, "dropout in the U-Net blocks"),
+    },
+)
+declare_model(
+    "unet",
+    "benchlib.models.segmentation:unet",
+    {
+        "features": _widths([64, 128, 256, 512, 1024, 64], "channels per U-Net level (6)"),
+        "dropout": Param(DROPOUT, 0.0, "dropout in the U-Net blocks"),
+        "norm": Param({"enum": ["instance", "batch"]}, "instance", "normalisation layers"),
+    },
+)
+declare_model(
+    "transunet",
+    "benchlib.models.transunet:transunet",
+    {
+        "resnet_layers": _widths([3, 4, 9], "ResNet-50 blocks per hybrid stage"),
+        "resnet_channels": _widths([256, 512, 1024], "channels per hybrid stage"),
+        "stem_channels": Param(
+            {"type": "integer", "minimum": 1}, 64, "channels of the ResNet stem"
         ),
-    ),
-    "densenet121": ModelDeclaration("benchlib.models.vision:build_densenet121", Params(_IMAGENET)),
-    "resnet18": ModelDeclaration("benchlib.models.vision:build_resnet18", Params(_IMAGENET)),
-    "resnet50": ModelDeclaration("benchlib.models.vision:build_resnet50", Params(_IMAGENET)),
-    "efficientnet_b0": ModelDeclaration(
-        "benchlib.models.vision:build_efficientnet_b0", Params(_IMAGENET)
-    ),
-    "small_unet": ModelDeclaration(
-        "benchlib.models.segmentation:small_unet",
-        Params(
-            {
-                "features": _widths([8, 8, 16, 32, 64, 8], "channels per U-Net level (6)"),
-                "dropout": Param(DROPOUT, 0.0, "dropout in the U-Net blocks"),
-            }
+        "norm_groups": Param(
+            {"type": "integer", "minimum": 1}, 32, "groups of the GroupNorm layers"
         ),
-    ),
-    "unet": ModelDeclaration(
-        "benchlib.models.segmentation:unet",
-        Params(
-            {
-                "features": _widths([64, 128, 256, 512, 1024, 64], "channels per U-Net level (6)"),
-                "dropout": Param(DROPOUT, 0.0, "dropout in the U-Net blocks"),
-                "norm": Param({"enum": ["instance", "batch"]}, "instance", "normalisation layers"),
-            }
+        "hidden_size": Param({"type": "integer", "minimum": 1}, 768, "transformer width"),
+        "depth": Param({"type": "integer", "minimum": 1}, 12, "transformer layers"),
+        "heads": Param({"type": "integer", "minimum": 1}, 12, "attention heads"),
+        "mlp_dim": Param({"type": "integer", "minimum": 1}, 3072, "transformer MLP width"),
+        "dropout": Param(DROPOUT, 0.1, "transformer dropout"),
+        "decoder_channels": _widths([256, 128, 64, 16], "channels per decoder stage"),
+        "head_channels": Param(
+            {"type": "integer", "minimum": 1}, 512, "channels before the decoder"
         ),
-    ),
-    "transunet": ModelDeclaration(
-        "benchlib.models.transunet:transunet",
-        Params(
-            {
-                "resnet_layers": _widths([3, 4, 9], "ResNet-50 blocks per hybrid stage"),
-                "resnet_channels": _widths([256, 512, 1024], "channels per hybrid stage"),
-                "stem_channels": Param(
-                    {"type": "integer", "minimum": 1}, 64, "channels of the ResNet stem"
-                ),
-                "norm_groups": Param(
-                    {"type": "integer", "minimum": 1}, 32, "groups of the GroupNorm layers"
-                ),
-                "hidden_size": Param({"type": "integer", "minimum": 1}, 768, "transformer width"),
-                "depth": Param({"type": "integer", "minimum": 1}, 12, "transformer layers"),
-                "heads": Param({"type": "integer", "minimum": 1}, 12, "attention heads"),
-                "mlp_dim": Param({"type": "integer", "minimum": 1}, 3072, "transformer MLP width"),
-                "dropout": Param(DROPOUT, 0.1, "transformer dropout"),
-                "decoder_channels": _widths([256, 128, 64, 16], "channels per decoder stage"),
-                "head_channels": Param(
-                    {"type": "integer", "minimum": 1}, 512, "channels before the decoder"
-                ),
-            }
-        ),
-    ),
-    "mlp": ModelDeclaration(
-        "benchlib.models.tabular:mlp",
-        Params(
-            {
-                "hidden": _widths([64, 64], "units per hidden layer ([] = a linear model)", 0),
-                "dropout": Param(DROPOUT, 0.0, "dropout after every hidden layer"),
-            }
-        ),
-    ),
-    "fedavg_cnn": ModelDeclaration(
-        "benchlib.models.tfl:fedavg_cnn",
-        Params(
-            {
-                "channels": _widths([32, 64], "channels of the two conv layers"),
-                "hidden": Param({"type": "integer", "minimum": 1}, 512, "hidden units"),
-            }
-        ),
-    ),
-}.items():
-    MODELS.add(_name, _model)
+    },
+)
+declare_model(
+    "mlp",
+    "benchlib.models.tabular:mlp",
+    {
+        "hidden": _widths([64, 64], "units per hidden layer ([] = a linear model)", 0),
+        "dropout": Param(DROPOUT, 0.0, "dropout after every hidden layer"),
+    },
+)
+declare_model(
+    "fedavg_cnn",
+    "benchlib.models.tfl:fedavg_cnn",
+    {
+        "channels": _widths([32, 64], "channels of the two conv layers"),
+        "hidden": Param({"type": "integer", "minimum": 1}, 512, "hidden units"),
+    },
+)

@@ -18,10 +18,11 @@ class FemnistCNN(nn.Module):
         self,
         num_classes: int,
         image_shape: tuple[int, ...],
-        conv1: int = 32,
-        conv2: int = 64,
-        hidden: int = 512,
-        dropout: float = 0.5,
+        *,
+        conv1: int,
+        conv2: int,
+        hidden: int,
+        dropout: float,
     ) -> None:
         super().__init__()
         channels, height, width = image_shape
@@ -46,5 +47,15 @@ class FemnistCNN(nn.Module):
         return self.classifier(self.features(x))
 
 
-def build_femnist_cnn(num_classes: int, image_shape: tuple[int, ...], **params) -> nn.Module:
-    return FemnistCNN(num_classes, image_shape, **params)
+def build_femnist_cnn(
+    num_classes: int,
+    image_shape: tuple[int, ...],
+    *,
+    conv1: int,
+    conv2: int,
+    hidden: int,
+    dropout: float,
+) -> nn.Module:
+    return FemnistCNN(
+        num_classes, image_shape, conv1=conv1, conv2=conv2, hidden=hidden, dropout=dropout
+    )

@@ -10,7 +10,7 @@ the target dimension (regression).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import nn
@@ -36,11 +36,11 @@ def model_builder(name: str) -> ModelBuilder:
 
 
 def build_model(
-    name: str, num_outputs: int, input_shape: tuple[int, ...], params: dict[str, Any] | None = None
+    name: str, num_outputs: int, input_shape: tuple[int, ...], params: Mapping[str, Any]
 ) -> nn.Module:
-    """Build model ``name`` for ``num_outputs`` outputs and inputs of ``input_shape``."""
-    resolved = MODELS.get(name).params.resolve(f"model {name!r} params", params)
-    model = model_builder(name)(num_outputs, tuple(input_shape), **resolved)
+    """Build model ``name`` for ``num_outputs`` outputs and inputs of ``input_shape`` from its
+    filled parameters (a resolved spec's: every declared one; nothing is checked again)."""
+    model = model_builder(name)(num_outputs, tuple(input_shape), **params)
     if not isinstance(model, nn.Module):
         raise BenchlibError(f"model {name!r}: its builder returned {type(model).__name__}")
     return model

@@ -18,7 +18,6 @@ from torch import nn
 from benchlib.errors import require
 
 # Ronneberger et al.'s widths: 64, 128, 256, 512 and 1024 channels, 64 before the head.
-UNET_FEATURES = (64, 128, 256, 512, 1024, 64)
 
 
 def _basic_unet(
@@ -41,9 +40,10 @@ def _basic_unet(
 def unet(
     num_classes: int,
     image_shape: tuple[int, ...],
-    features: tuple[int, ...] = UNET_FEATURES,
-    dropout: float = 0.0,
-    norm: str = "instance",
+    *,
+    features: tuple[int, ...],
+    dropout: float,
+    norm: str,
 ) -> nn.Module:
     """The U-Net of TFL's FeTS experiments (the paper cites Ronneberger et al. 2015): ReLU,
     ``norm`` ``instance`` (affine) or ``batch``; images of at least 32 x 32 pixels."""
@@ -60,8 +60,9 @@ def unet(
 def small_unet(
     num_classes: int,
     image_shape: tuple[int, ...],
-    features: tuple[int, ...] = (8, 8, 16, 32, 64, 8),
-    dropout: float = 0.0,
+    *,
+    features: tuple[int, ...],
+    dropout: float,
 ) -> nn.Module:
     """A narrow U-Net for tests and CPU runs (LIGHTYEAR's TransUNet stand-in)."""
     return _basic_unet(num_classes, image_shape, features, dropout)

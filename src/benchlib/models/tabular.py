@@ -8,8 +8,9 @@ from torch import nn
 def mlp(
     num_outputs: int,
     input_shape: tuple[int, ...],
-    hidden: tuple[int, ...] = (64, 64),
-    dropout: float = 0.0,
+    *,
+    hidden: tuple[int, ...],
+    dropout: float,
 ) -> nn.Module:
     layers: list[nn.Module] = []
     width = input_shape[0]

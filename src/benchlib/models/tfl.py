@@ -14,8 +14,9 @@ from benchlib.errors import BenchlibError
 def fedavg_cnn(
     num_outputs: int,
     input_shape: tuple[int, ...],
-    channels: tuple[int, int] = (32, 64),
-    hidden: int = 512,
+    *,
+    channels: tuple[int, int],
+    hidden: int,
 ) -> nn.Module:
     """Two 5x5 convolutions (32, 64 channels, each followed by ReLU and 2x2 max-pooling), a
     fully connected layer of 512 units and the output layer (TFL Appendix D)."""

@@ -20,6 +20,7 @@ size; its sides must be multiples of 16.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import torch
 from monai.networks.blocks import Convolution
@@ -59,17 +60,18 @@ class TransUNet(nn.Module):
         in_channels: int,
         num_classes: int,
         image_size: tuple[int, int],
-        resnet_layers: tuple[int, int, int] = (3, 4, 9),
-        resnet_channels: tuple[int, int, int] = (256, 512, 1024),
-        stem_channels: int = 64,
-        norm_groups: int = 32,
-        hidden_size: int = 768,
-        depth: int = 12,
-        heads: int = 12,
-        mlp_dim: int = 3072,
-        dropout: float = 0.1,
-        decoder_channels: tuple[int, int, int, int] = (256, 128, 64, 16),
-        head_channels: int = 512,
+        *,
+        resnet_layers: tuple[int, int, int],
+        resnet_channels: tuple[int, int, int],
+        stem_channels: int,
+        norm_groups: int,
+        hidden_size: int,
+        depth: int,
+        heads: int,
+        mlp_dim: int,
+        dropout: float,
+        decoder_channels: tuple[int, int, int, int],
+        head_channels: int,
     ) -> None:
         super().__init__()
         require(
@@ -145,6 +147,8 @@ class TransUNet(nn.Module):
         return self.head(x)
 
 
-def transunet(num_classes: int, image_shape: tuple[int, ...], **params: object) -> nn.Module:
+def transunet(num_classes: int, image_shape: tuple[int, ...], **params: Any) -> nn.Module:
+    """TransUNet with every parameter of its declaration (``models/catalog.py``), keyword-only
+    and without defaults (the class's)."""
     channels, height, width = image_shape
     return TransUNet(channels, num_classes, (height, width), **params)  # type: ignore[arg-type]

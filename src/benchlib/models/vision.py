@@ -34,7 +34,7 @@ def _url(weights_url: str) -> dict[str, str]:
 
 
 def build_densenet121(
-    num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
+    num_classes: int, image_shape: tuple[int, ...], *, pretrained: bool, weights_url: str
 ) -> nn.Module:
     """torchvision DenseNet-121 with a new classifier (LIGHTYEAR Camelyon17: not pretrained)."""
     from torchvision.models import densenet121
@@ -63,7 +63,7 @@ def _resnet(
 
 
 def build_resnet18(
-    num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
+    num_classes: int, image_shape: tuple[int, ...], *, pretrained: bool, weights_url: str
 ) -> nn.Module:
     """torchvision ResNet-18; with ``pretrained`` its ImageNet weights (IMAGENET1K_V1) and a new
     classifier (TFL: PACS)."""
@@ -71,7 +71,7 @@ def build_resnet18(
 
 
 def build_resnet50(
-    num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
+    num_classes: int, image_shape: tuple[int, ...], *, pretrained: bool, weights_url: str
 ) -> nn.Module:
     """torchvision ResNet-50; with ``pretrained`` its ImageNet weights (IMAGENET1K_V1) and a new
     classifier (TFL: OfficeHome)."""
@@ -79,7 +79,7 @@ def build_resnet50(
 
 
 def build_efficientnet_b0(
-    num_classes: int, image_shape: tuple[int, ...], pretrained: bool = False, weights_url: str = ""
+    num_classes: int, image_shape: tuple[int, ...], *, pretrained: bool, weights_url: str
 ) -> nn.Module:
     """timm EfficientNet-B0, randomly initialised (no hub download); with ``pretrained`` the
     torchvision EfficientNet-B0 with its ImageNet weights (the ones torchvision checksums) and a

@@ -108,9 +108,9 @@ def report_settings(report: Report, config: ReportConfig) -> dict[str, dict[str,
             "seeds": ", ".join(map(str, exp["seeds"])),
             "clients": ds["clients"],
             "partition": ds["partition"],
-            "model": ds["model"],
-            **{f"training.{k}": v for k, v in sorted(ds["training"].items())},
-            **({"malfunction": ds["malfunction"]} if "malfunction" in ds else {}),
+            "model": ds["model"].to_dict(),
+            **{f"training.{k}": v for k, v in sorted(ds["training"].to_dict().items())},
+            "malfunction": ds["malfunction"].to_dict(),
         }
     return settings
 

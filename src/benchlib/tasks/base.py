@@ -19,7 +19,7 @@ Metrics come from benchlib.metrics (torchmetrics' definitions) or MONAI; a non-f
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -29,7 +29,7 @@ from torch import nn
 
 from benchlib.errors import BenchlibError
 from benchlib.registry import Registry, import_submodules
-from benchlib.tasks.catalog import TASKS, TaskEntry, loss_settings
+from benchlib.tasks.catalog import TASKS, TaskEntry
 
 
 @dataclass(frozen=True)
@@ -73,18 +73,18 @@ class Task:
 
     def build_loss(
         self,
-        name: str | None,
-        params: dict[str, Any] | None = None,
+        name: str,
+        params: Mapping[str, Any],
         train_labels: np.ndarray | None = None,
         num_classes: int = 0,
     ) -> nn.Module:
-        """The loss ``name`` (default: the task's default loss) with its parameters.
+        """The loss ``name`` with its filled parameters (a resolved spec's
+        ``training.loss`` and ``loss_params``; nothing is checked again).
 
         ``train_labels`` (the pooled training labels of the cell) and ``num_classes`` let a task
         derive parameters from the data (classification: ``alpha: inverse_train_frequency``).
         """
-        name, params = loss_settings("", self.name, name, params)
-        return self.losses[name](**self.data_loss_params(params, train_labels, num_classes))
+        return self.losses[name](**self.data_loss_params(dict(params), train_labels, num_classes))
 
     def data_loss_params(
         self, params: dict[str, Any], train_labels: np.ndarray | None, num_classes: int

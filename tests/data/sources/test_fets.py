@@ -121,8 +121,7 @@ def test_missing_data_names_the_registration_page_and_the_layout(tmp_path, capsy
 # ------------------------------------------------------------- model, Dice, saved predictions
 def test_unet_has_the_paper_widths_and_keeps_the_image_size():
     import torch
-
-    from benchlib.models import build_model
+    from helpers.builders import build_model
 
     model = build_model("unet", 4, (4, 32, 32))
     convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
@@ -228,7 +227,7 @@ def test_figure_spec_errors(tmp_path):
 def test_paper_config_plans_table_3_and_figures():
     config = Config(load_paper_config())
     dataset = config.datasets["tfl_fets"]
-    assert (dataset["clients"], dataset["held_out"]) == (23, [18, 19, 20, 21, 22])
+    assert (dataset.clients, dataset.held_out) == (23, (18, 19, 20, 21, 22))
     assert dataset["model"]["name"] == "unet"
     training = dataset["training"]
     assert (training["rounds"], training["local_epochs"], training["lr"]) == (20, 2, 0.01)

@@ -266,7 +266,9 @@ def test_focal_alpha_from_pooled_train_counts_by_hand():
     by_hand = (4 / 3 * 0.4**2 * -math.log(0.6) + 4 * (2 / 3) ** 2 * math.log(3)) / (2 * 3)
     assert loss(logits, torch.tensor([0, 1])).item() == pytest.approx(by_hand, rel=1e-6)
     with pytest.raises(BenchlibError, match="needs the cell's training labels"):
-        get_task("classification").build_loss("focal", {"alpha": "inverse_train_frequency"})
+        get_task("classification").build_loss(
+            "focal", {"gamma": 2.0, "alpha": "inverse_train_frequency"}
+        )
 
 
 def test_validation_is_a_seeded_share_of_each_centres_train(sample_store):

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers.builders import build_method
 
 from benchlib.errors import BenchlibError
-from benchlib.methods.base import build_method
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.tfl.tfl_similarity_figure import scale_row
 
