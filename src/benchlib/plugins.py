@@ -141,9 +141,33 @@ def _describe(exc: BaseException, printed: str) -> str:
     return f"{text}; it printed {said[-1]!r}" if said else text
 
 
+@contextlib.contextmanager
+def built_ins() -> Iterator[None]:
+    """Registrations made inside are benchlib's own, also while a plugin imports (a registry's
+    built-ins loaded because the plugin looked a name up)."""
+    global _loading
+    saved, _loading = _loading, None
+    try:
+        yield
+    finally:
+        _loading = saved
+
+
+def _from_benchlib_module() -> bool:
+    """Whether the module whose import makes the current registration is one of benchlib's (a
+    built-in catalog the plugin's import pulled in), judged by the innermost module body on the
+    stack: a plugin's declarations are its own module's, or a function that one calls."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>":
+            return frame.f_globals.get("__name__", "").split(".")[0] == "benchlib"
+        frame = frame.f_back
+    return False
+
+
 def record_registration(kind: str, name: str) -> None:
     """Called by every registry on ``add``: remembers which plugin (if any) is registering."""
-    if _loading is not None:
+    if _loading is not None and not _from_benchlib_module():
         _loading.components.append((kind, name))
         _owners[(kind, name)] = _loading
 

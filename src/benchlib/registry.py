@@ -41,7 +41,8 @@ class Registry(Generic[T]):
         if not self._loaded:
             self._loaded = True  # set first: the loader's imports register into this registry
             if self._loader is not None:
-                self._loader()
+                with plugins.built_ins():
+                    self._loader()
 
     def add(self, name: str, obj: T) -> T:
         """Register ``obj`` under ``name``; a duplicate name is a bug (ValueError). A plugin's
