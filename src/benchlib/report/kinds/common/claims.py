@@ -22,7 +22,6 @@ config method that runs it where the names alone are ambiguous.
 
 from __future__ import annotations
 
-import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,7 @@ from benchlib.params import Param, Params
 from benchlib.report.base import ReportKind, check_outputs, register_kind, required_param
 from benchlib.report.claim_outputs import NO_READING, markdown, numbers_frame, plot_claims
 from benchlib.report.claim_verdicts import block_cells
-from benchlib.report.kinds.common.paper_tables import SCALES
+from benchlib.report.kinds.common.paper_tables import SCALES, matching_experiments
 from benchlib.report.statistics import CONFIDENCE, RESAMPLES, SEED
 
 if TYPE_CHECKING:
@@ -44,15 +43,6 @@ GROUPS = {"type": "object", "minProperties": 1, "additionalProperties": PATTERNS
 
 
 # ------------------------------------------------------------------------------- the spec
-def _experiments(config: ReportConfig, patterns: list[str], where: str) -> list[str]:
-    found: list[str] = []
-    for pattern in patterns:
-        hits = [e for e in config.experiments if fnmatch.fnmatchcase(e, pattern)]
-        require(bool(hits), f"{where}: no experiment matches {pattern!r}")
-        found += [e for e in hits if e not in found]
-    return found
-
-
 def _method_ids(
     config: ReportConfig, experiment: str, names: list[str], chosen: dict[str, str]
 ) -> dict[str, str]:
@@ -211,8 +201,10 @@ def claim_row(
     missing_group = [g for g in (group, reference_group) if g and g not in groups]
     if missing_group:
         return row | {"status": f"this config maps no experiments to group {missing_group[0]}"}
-    experiments = _experiments(config, groups[group], where)
-    references = _experiments(config, groups[reference_group], where) if reference_group else None
+    experiments = matching_experiments(config, groups[group], where)
+    references = (
+        matching_experiments(config, groups[reference_group], where) if reference_group else None
+    )
     names = [claim["method"], *claim["against"]]
     every = experiments + (references or [])
     ids = {e: _method_ids(config, e, names, chosen) for e in every}

@@ -105,11 +105,13 @@ def _paper_cells(path: Path) -> dict[tuple[str, str], dict[str, list[str]]]:
     return cells
 
 
-def _experiments(config: ReportConfig, patterns: list[str]) -> list[str]:
+def matching_experiments(config: ReportConfig, patterns: list[str], where: str = "") -> list[str]:
+    """The experiments the glob ``patterns`` name, in order, each once; a pattern that matches
+    none is an error (``where`` prefixes it)."""
     found: list[str] = []
     for pattern in patterns:
         hits = [e for e in config.experiments if fnmatch.fnmatchcase(e, pattern)]
-        require(bool(hits), f"no experiment matches {pattern!r}")
+        require(bool(hits), f"{where + ': ' if where else ''}no experiment matches {pattern!r}")
         found += [e for e in hits if e not in found]
     return found
 
@@ -163,7 +165,7 @@ def column_specs(
     for entry in entries:
         key = (entry["source"], entry["column"])
         require(key in paper, f"{values} has no column {entry['column']!r} of {entry['source']}")
-        experiments = _experiments(config, entry["experiments"])
+        experiments = matching_experiments(config, entry["experiments"])
         run = [m for m in config.experiments[experiments[0]]["methods"]]
         for experiment in experiments[1:]:
             run = [m for m in run if m in config.experiments[experiment]["methods"]]
