@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from benchlib.bench.bare import bench_data, bench_spec
+from benchlib.bench.cells import bench_cell
 from benchlib.bench.flower import (
     FlowerWorkload,
     client_accuracy,
@@ -31,7 +32,7 @@ def small_cell(tmp_path: Path, mnist_store: Path):
     def build(**training) -> CellRun:
         store, split, _ = bench_data(tmp_path, mnist_store, clients=3, samples=48)
         spec = bench_spec("fedavg", 3, persist_optimizer=False, batch_size=16, **training)
-        return CellRun(spec, store, split, device=torch.device("cpu"))
+        return bench_cell(spec, store, split, torch.device("cpu"))
 
     return build
 

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from benchlib.bench.bare import bench_spec
+from benchlib.bench.cells import bench_cell
 from benchlib.bench.synthetic import spread_rows, write_bench_split
 from benchlib.data.registry import get_dataset
 from benchlib.data.store import load_store
@@ -76,7 +77,7 @@ def time_round(
     training, and aggregation; plus how many models the peers' evaluators scored."""
     spec = bench_spec(method, clients)
     spec["model"]["params"] = dict(SMALL_CNN)
-    cell = CellRun(spec, store, split, device=torch.device("cpu"))
+    cell = bench_cell(spec, store, split, device=torch.device("cpu"))
     counter = {"evaluations": 0}
     _count_peer_evaluations(cell, counter)
     cell.run_round(0)  # untimed

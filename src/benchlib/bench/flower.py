@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from benchlib.bench.bare import bench_data, bench_spec
+from benchlib.bench.cells import bench_cell
 from benchlib.fl.engine import CellRun
 from benchlib.fl.optim import build_optimizer
 from benchlib.fl.rng import seed_torch_global, torch_generator
@@ -268,8 +269,10 @@ def run_flower_comparison(
     with tempfile.TemporaryDirectory() as tmp:
         store, split, train_size = bench_data(Path(tmp), store, clients, samples)
         spec = bench_spec("fedavg", clients, persist_optimizer=False)
-        workload = FlowerWorkload.of_cell(CellRun(spec, store, split, device=torch.device("cpu")))
-        cell = CellRun(spec, store, split, device=torch.device("cpu"))
+        workload = FlowerWorkload.of_cell(
+            bench_cell(spec, store, split, device=torch.device("cpu"))
+        )
+        cell = bench_cell(spec, store, split, device=torch.device("cpu"))
         tick = time.perf_counter()
         for round_index in range(rounds):
             cell.run_round(round_index)

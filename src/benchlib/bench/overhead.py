@@ -26,6 +26,7 @@ from benchlib.bench.bare import (
     bench_spec,
     median_times,
 )
+from benchlib.bench.cells import bench_cell
 from benchlib.fl.engine import CellRun
 from benchlib.fl.optim import build_optimizer
 
@@ -54,7 +55,7 @@ def run_benchmark(
         )
         out(f"{'method':<10} {'phase':<8} {'engine s':>9} {'bare s':>9} {'ratio':>6}")
         for method, pairs in (("fedavg", "global"), ("lightyear", "all")):
-            cell = CellRun(bench_spec(method, clients), store, split, device=torch.device("cpu"))
+            cell = bench_cell(bench_spec(method, clients), store, split, device=torch.device("cpu"))
             data = BareData(cell)
             models = [copy.deepcopy(m) for m in cell.models]
             optimizers = [build_optimizer(list(m.parameters()), SETTINGS) for m in models]

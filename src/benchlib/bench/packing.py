@@ -17,6 +17,7 @@ import multiprocessing as mp
 import time
 from collections.abc import Callable
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import torch
@@ -39,11 +40,11 @@ def _packed_cell(
     done: Any,
 ) -> None:
     """One packed process: build the cell, warm up, wait for the start, time ``rounds``."""
-    from benchlib.fl.engine import CellRun
+    from benchlib.bench.cells import bench_cell
 
     torch.set_num_threads(1)
     where = torch.device(device)
-    cell = CellRun(spec, Path(store), Path(split), device=where)
+    cell = bench_cell(spec, Path(store), Path(split), where)
     cell.run_round(0)
     sync_device(where)
     ready.put(True)
@@ -52,6 +53,21 @@ def _packed_cell(
         cell.run_round(round_index)
     sync_device(where)
     done.put(time.perf_counter())
+
+
+def _get(queue: Any, processes: list[Any], seconds: float) -> Any:
+    """The next item of ``queue``; a packed process that died is an error at once, not after
+    ``seconds`` of waiting for an item it will never put."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return queue.get(timeout=1.0)
+        except Empty:
+            failed = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+            if failed:
+                raise RuntimeError(f"a packed cell process failed (exit codes {failed})") from None
+            if time.monotonic() > deadline:
+                raise
 
 
 def packed_wall(
@@ -72,10 +88,10 @@ def packed_wall(
         process.start()
     try:
         for _ in processes:
-            ready.get(timeout=600)
+            _get(ready, processes, 600)
         tick = time.perf_counter()
         start.set()
-        finished = [done.get(timeout=3600) for _ in processes]
+        finished = [_get(done, processes, 3600) for _ in processes]
     finally:
         for process in processes:
             process.join(timeout=60)

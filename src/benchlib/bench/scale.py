@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from benchlib.bench.bare import BareData, bare_eval, bare_train
+from benchlib.bench.cells import bench_cell
 from benchlib.bench.device import GpuUtilisation, sync_device
 from benchlib.bench.memory import PeakRss
 from benchlib.bench.packing import measure_packing
@@ -238,7 +239,7 @@ def measure_workload(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     for method, pairs in (("fedavg", "global"), ("lightyear", "all")):
-        sequential = CellRun(_spec(workload, method, "off"), store, split, device=device)
+        sequential = bench_cell(_spec(workload, method, "off"), store, split, device=device)
         variants: dict[str, Callable[[], None]] = {}
         bare = BareData(sequential)
         models = [copy.deepcopy(m) for m in sequential.models]
@@ -250,16 +251,18 @@ def measure_workload(
 
         variants["bare"] = bare_round
         variants["engine sequential"] = _engine_round(sequential)
-        batched = CellRun(_spec(workload, method, "on"), store, split, device=device)
+        batched = bench_cell(_spec(workload, method, "on"), store, split, device=device)
         if batched.batched is not None:
             variants["engine batched"] = _engine_round(batched)
             if device.type == "cuda":  # the same without CUDA graphs: what capture buys
-                eager = CellRun(_spec(workload, method, "on", False), store, split, device=device)
+                eager = bench_cell(
+                    _spec(workload, method, "on", False), store, split, device=device
+                )
                 variants["engine batched eager"] = _engine_round(eager)
         path = "on" if batched.batched is not None else "off"
         for precision in precisions:
             spec = _spec(workload, method, path, precision=precision)
-            reduced = CellRun(spec, store, split, device=device)
+            reduced = bench_cell(spec, store, split, device=device)
             name = f"engine {'batched' if path == 'on' else 'sequential'} {precision}"
             variants[name] = _engine_round(reduced)
         with PeakRss() as rss:
@@ -302,7 +305,7 @@ def check_agreement(
     for name, (batching, graphs) in paths.items():
         spec = _spec(workload, "fedavg", batching, graphs)
         spec["model"]["params"]["dropout"] = 0.0
-        cell = CellRun(spec, store, split, device=device)
+        cell = bench_cell(spec, store, split, device=device)
         for round_index in range(rounds):
             cell.run_round(round_index)
         vectors[name] = cell.global_vector.double()
@@ -334,7 +337,7 @@ def check_methods(device: torch.device, folder: Path, out: Print = print) -> dic
         spec.update(clients=8, malfunction="sfa", k=2)
         spec["model"]["params"] = {"conv1": 4, "conv2": 8, "hidden": 32}
         try:
-            cell = CellRun(spec, store, split, device=device)
+            cell = bench_cell(spec, store, split, device=device)
             for round_index in range(2):
                 cell.run_round(round_index)
             results[method] = "ok"

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchlib.bench.cells import bench_cell
 from benchlib.bench.device import GpuUtilisation, sync_device
 from benchlib.bench.memory import PeakRss, disk_read_bytes, drop_file_cache
 from benchlib.bench.synthetic import (
@@ -36,7 +37,6 @@ from benchlib.bench.synthetic import (
 )
 from benchlib.data.store import PIXELS_FILE, load_store
 from benchlib.errors import require
-from benchlib.fl.engine import CellRun
 
 Print = Callable[[str], None]
 
@@ -88,7 +88,7 @@ def _measure(
     drop_file_cache(store / PIXELS_FILE)
     with PeakRss() as peak:
         tick = time.perf_counter()
-        cell = CellRun(spec, store, split, device=device)
+        cell = bench_cell(spec, store, split, device=device)
         sync_device(device)
         setup = time.perf_counter() - tick
         require(cell.source.mode == spec["training"]["data_mode"], "data mode not honoured")
