@@ -126,6 +126,14 @@ CONFIG_RECEIVERS = {"spec", "params", "exp", "ds", "dataset", "entry", "model", 
                     "training", "options", "settings", "raw", "row", "panel", "config"}  # fmt: skip
 # fmt: off
 CONFIG_FALLBACKS = {
+    ("bench/cells.py", "raw.get('axes', {})"):
+        "a benchmark's partial spec, not a config: the fill site of the keys a bench leaves out",
+    ("bench/cells.py", "raw.get('held_out', ())"):
+        "a benchmark's partial spec, not a config: the fill site of the keys a bench leaves out",
+    ("bench/cells.py", "raw.get('plugins', {})"):
+        "a benchmark's partial spec, not a config: the fill site of the keys a bench leaves out",
+    ("bench/cells.py", "raw.get('task', 'classification')"):
+        "a benchmark's partial spec, not a config: the fill site of the keys a bench leaves out",
     ("docs_gen.py", "section.get('required', ())"):
         "reads the config schema's file, not a config: a section without required keys omits it",
     ("models/catalog.py", "model.get('init', MODEL_INIT.default)"):
