@@ -3,10 +3,29 @@ computes now from the committed collected results (python -m benchlib.report.cla
 
 from __future__ import annotations
 
+import json
+import re
+
+import pandas as pd
 import pytest
 from conftest import REPO
+from helpers.paths import GOLDEN
 
-from benchlib.report.claims_docs import END, RUNS, block, current_block, with_block
+from benchlib.config import load_config
+from benchlib.errors import BenchlibError
+from benchlib.report.claim_verdicts import scope_value
+from benchlib.report.claims_docs import (
+    END,
+    RUNS,
+    block,
+    cells_text,
+    current_block,
+    golden_path,
+    run_of,
+    save_golden,
+    trimmed,
+    with_block,
+)
 
 
 @pytest.mark.parametrize("paper", sorted(RUNS))
@@ -44,3 +63,103 @@ def test_guide_example_is_the_demo_row() -> None:
     assert any(line.startswith(shown) for line in text.splitlines())
     l5 = next(line for line in text.splitlines() if line.startswith("| L5 |"))
     assert "| 7 | 23.31 |" in l5 and "7 blocks, detectable 23.3 points" in guide
+
+
+def test_fedagain_demo_row_by_hand() -> None:
+    """F2 (FedAgain beats FedAvg over the three corruption levels): per level the pooled test
+    accuracy (sum of accuracy x n_test over sum of n_test) from the committed golden."""
+    differences = []
+    for level in ("light", "moderate", "heavy"):
+        frame = pd.read_csv(
+            GOLDEN / "fedagain_demo" / f"demo_corruption__corruption_{level}_none.csv"
+        )
+        pooled = {
+            method: 100 * (part["test_accuracy"] * part["n_test"]).sum() / part["n_test"].sum()
+            for method, part in frame.groupby("method_id")
+        }
+        differences.append(pooled["fedagain"] - pooled["fedavg"])
+    effect = sum(differences) / len(differences)
+    text = current_block((REPO / "docs" / "papers" / "fedagain.md").read_text())
+    row = next(line for line in text.splitlines() if line.startswith("| F2 |"))
+    assert f"| {effect:.2f} [" in row and "| 3 |" in row
+
+
+def test_femnist_sample_golden_is_described_as_it_is() -> None:
+    """The sample's golden holds the k = 0, ANA and SFA cells of the config's grid, as its
+    description says, and the block lists every claim as not tested."""
+    run = run_of("femnist_sample_claims")
+    config = load_config(REPO / run.config)
+    golden = pd.read_csv(REPO / run.golden)
+    held = golden[["malfunction", "method_id", "k", "seed"]].drop_duplicates()
+    assert len(list(config.cells("femnist_sample"))) == 130 and len(held) == 70
+    assert sorted(held["malfunction"].unique()) == ["ana", "none", "sfa"]
+    assert "(70 of the config's 130 cells)" in run.source
+    text = current_block((REPO / "docs" / "papers" / "lightyear.md").read_text())
+    section = text[text.index("femnist_sample.yaml") :]
+    rows = [line for line in section.splitlines() if re.match(r"\| L\d", line)]
+    assert rows and all("| not tested |" in line for line in rows)
+
+
+def test_golden_path() -> None:
+    folder = REPO / "tests" / "golden" / "x"
+    assert golden_path(REPO, "tests/golden/x", "results/collected/e__a_b/sfa.csv") == (
+        folder / "e__a_b_sfa.csv"
+    )
+    cell = "e/none/tfl/k0/seed3"
+    assert golden_path(REPO, "tests/golden/x", f"results/runs/{cell}/metrics.json") == (
+        folder / "runs" / cell / "metrics.json"
+    )
+    assert golden_path(REPO, "tests/golden/one.csv", "results/collected/e/ana.csv") == (
+        REPO / "tests" / "golden" / "one.csv"
+    )
+
+
+def test_trimmed_metrics_score_as_the_full_file(tmp_path) -> None:
+    """A golden metrics.json keeps what the claims kind reads: the same value, divergence flag
+    and train size per scope and pooling."""
+    clients = [{"client": 0, "n_train": 88, "test_mse": 0.2}, {"client": 1, "n_train": 90,
+               "test_mse": 0.4}]  # fmt: skip
+    full = {
+        "cell": {"experiment": "e", "method": "tfl"},
+        "readings": {"prior": "normalised"},
+        "clients": clients,
+        "held_out_clients": [{"client": 2, "n_train": 88, "test_mse": 1.5}],
+        "pooled": {"if": {"mse": 0.31}, "oof": {"mse": 1.5}},
+        "history": {"nonfinite": [3], "val_mse": [[0.5, 0.6]], "scores": [[1.0]]},
+        "method_summary": {"lambda": [[0.5, 0.5]]},
+        "config": {"clients": 3},
+    }
+    short = trimmed(full)
+    assert set(short) == {"cell", "readings", "clients", "held_out_clients", "pooled", "history"}
+    assert short["history"] == {"nonfinite": [3]}
+    (tmp_path / "full.json").write_text(json.dumps(full))
+    (tmp_path / "short.json").write_text(json.dumps(short))
+    for scope in ("if", "oof"):
+        for pooling in ("pooled", "clients"):
+            values = [
+                scope_value(tmp_path / f"{name}.json", scope, "mse", pooling)
+                for name in ("full", "short")
+            ]
+            assert values[0] == values[1] and values[0].diverged
+
+
+def test_save_golden_needs_every_input(tmp_path) -> None:
+    """Nothing is copied unless every input of the report is there, each error in one line."""
+    before = sorted((GOLDEN / "fedagain_demo").iterdir())
+    cases = [
+        ("fedagain_demo_claims", r"6 of its 6 inputs are missing .*build reports/"),
+        ("femnist_sample_claims", r"names no golden folder"),
+        ("nope", r"no CPU run has the claims report 'nope'"),
+    ]
+    for report, message in cases:
+        with pytest.raises(BenchlibError, match=message) as error:
+            save_golden(REPO, report, tmp_path)
+        assert "\n" not in str(error.value)
+    assert sorted((GOLDEN / "fedagain_demo").iterdir()) == before
+
+
+def test_cells_text() -> None:
+    keys = ["e/sfa/fedavg/k1/seed0", "e/sfa/krum/k4/seed0", "e/ana/fedavg/k7/seed1"]
+    assert cells_text(keys) == (
+        "e/sfa at k 1, 4, seed 0: fedavg, krum; e/ana at k 7, seed 1: fedavg"
+    )
