@@ -122,6 +122,7 @@ def test_trimmed_metrics_score_as_the_full_file(tmp_path) -> None:
     full = {
         "cell": {"experiment": "e", "method": "tfl"},
         "readings": {"prior": "normalised"},
+        "provenance": {"commit": "abc", "dirty": False},
         "clients": clients,
         "held_out_clients": [{"client": 2, "n_train": 88, "test_mse": 1.5}],
         "pooled": {"if": {"mse": 0.31}, "oof": {"mse": 1.5}},
@@ -130,7 +131,8 @@ def test_trimmed_metrics_score_as_the_full_file(tmp_path) -> None:
         "config": {"clients": 3},
     }
     short = trimmed(full)
-    assert set(short) == {"cell", "readings", "clients", "held_out_clients", "pooled", "history"}
+    kept = {"cell", "readings", "provenance", "clients", "held_out_clients", "pooled", "history"}
+    assert set(short) == kept
     assert short["history"] == {"nonfinite": [3]}
     (tmp_path / "full.json").write_text(json.dumps(full))
     (tmp_path / "short.json").write_text(json.dumps(short))

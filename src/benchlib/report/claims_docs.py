@@ -62,8 +62,9 @@ RUNS: dict[str, list[CpuRun]] = {
 }  # fmt: skip
 
 
-# what the claims kind reads of a metrics.json (scopes oof / if), and the readings it ran under
-KEPT = ("cell", "readings", "pooled", "clients", "held_out_clients")
+# what the claims kind reads of a metrics.json (scopes oof / if), and the readings and code it
+# ran under
+KEPT = ("cell", "readings", "provenance", "pooled", "clients", "held_out_clients")
 
 
 def golden_path(root: Path, golden: str, name: str) -> Path:
