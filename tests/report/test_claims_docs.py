@@ -165,3 +165,25 @@ def test_cells_text() -> None:
     assert cells_text(keys) == (
         "e/sfa at k 1, 4, seed 0: fedavg, krum; e/ana at k 7, seed 1: fedavg"
     )
+
+
+def test_tpt48_row_by_hand() -> None:
+    """T2 under the default readings from the committed golden: per experiment and seed, the
+    best baseline's pooled OOF MSE minus TFL's (lower is better), one-sided paired t-test."""
+    from scipy import stats
+
+    def oof(experiment: str, method: str, seed: int) -> float:
+        path = GOLDEN / "tpt48" / "runs" / experiment / "none" / method / "k0" / f"seed{seed}"
+        return json.loads((path / "metrics.json").read_text())["pooled"]["oof"]["mse"]
+
+    d = [
+        min(oof(e, m, s) for m in ("fedavg", "fedprox", "drfa")) - oof(e, "tfl", s)
+        for e in ("tpt48_ew", "tpt48_ns")
+        for s in range(5)
+    ]
+    against = stats.ttest_1samp(d, 0.0, alternative="less").pvalue
+    text = current_block((REPO / "docs" / "papers" / "tfl.md").read_text())
+    row = next(line for line in text.splitlines() if line.startswith("| T2 | default readings"))
+    assert f"| contradicted | {sum(d) / len(d):.2f} [" in row
+    assert f"against: {against:.2g} (" in row and "| 10 |" in row
+    assert len(list((GOLDEN / "tpt48").rglob("metrics.json"))) == 60  # as its description says

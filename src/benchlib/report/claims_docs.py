@@ -56,7 +56,12 @@ RUNS: dict[str, list[CpuRun]] = {
                "`reports/fedagain_demo_claims.md` (12 cells, one seed)"),
     ],
     "tfl": [
-        CpuRun("config/tfl_tpt48.yaml", "tpt48_claims", None, ""),
+        CpuRun("config/tfl_tpt48.yaml", "tpt48_claims", "tests/golden/tpt48",
+               "tests/golden/tpt48: the metrics.json of the 60 cells the claims read (TFL, "
+               "DRFA, FedAvg and FedProx at 5 seeds on E(24) -> W(24) and N(24) -> S(24), "
+               "under both readings; FedAvg's and FedProx's cells are the same under both), "
+               "from the decisive run of `config/tfl_tpt48.yaml`, trimmed to what the report "
+               "reads"),
         CpuRun("config/tfl_pacs_sample.yaml", "tfl_pacs_sample_claims", None, ""),
     ],
 }  # fmt: skip
@@ -127,7 +132,9 @@ def save_golden(root: Path, report: str, results: Path = Path()) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         if name.endswith(".json"):
             metrics = json.loads((results / name).read_text())
-            write_text_atomic(target, json.dumps(trimmed(metrics), indent=1, sort_keys=True) + "\n")
+            write_text_atomic(
+                target, json.dumps(trimmed(metrics), sort_keys=True, separators=(",", ":")) + "\n"
+            )
         else:
             write_text_atomic(target, (results / name).read_text())
         written.append(target)
