@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -187,3 +188,24 @@ def test_tpt48_row_by_hand() -> None:
     assert f"| contradicted | {sum(d) / len(d):.2f} [" in row
     assert f"against: {against:.2g} (" in row and "| 10 |" in row
     assert len(list((GOLDEN / "tpt48").rglob("metrics.json"))) == 60  # as its description says
+
+
+def test_pacs_sample_row_by_hand() -> None:
+    """T1 on the PACS sample from the committed golden: per held-out domain and seed, TFL's
+    pooled OOF accuracy minus the best of FedAvg, DRFA and FedSR, in points."""
+    from scipy import stats
+
+    d = []
+    for path in sorted((GOLDEN / "tfl_pacs_sample" / "runs").glob("*/none/tfl_f2/k0/seed*")):
+
+        def oof(method: str, cell: Path = path) -> float:
+            metrics = cell.parent.parent.parent / method / "k0" / cell.name / "metrics.json"
+            return 100 * json.loads(metrics.read_text())["pooled"]["oof"]["accuracy"]
+
+        d.append(oof("tfl_f2") - max(oof(m) for m in ("fedavg", "drfa", "tfl_fedsr_small")))
+    against = stats.ttest_1samp(d, 0.0, alternative="less").pvalue
+    text = current_block((REPO / "docs" / "papers" / "tfl.md").read_text())
+    row = next(line for line in text.splitlines() if line.startswith("| T1 | contradicted"))
+    assert len(d) == 12 and f"| {sum(d) / len(d):.2f} [" in row
+    assert f"against: {against:.2g} (" in row and "| 12 |" in row
+    assert len(list((GOLDEN / "tfl_pacs_sample").rglob("metrics.json"))) == 48

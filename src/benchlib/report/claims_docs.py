@@ -62,7 +62,11 @@ RUNS: dict[str, list[CpuRun]] = {
                "under both readings; FedAvg's and FedProx's cells are the same under both), "
                "from the decisive run of `config/tfl_tpt48.yaml`, trimmed to what the report "
                "reads"),
-        CpuRun("config/tfl_pacs_sample.yaml", "tfl_pacs_sample_claims", None, ""),
+        CpuRun("config/tfl_pacs_sample.yaml", "tfl_pacs_sample_claims",
+               "tests/golden/tfl_pacs_sample",
+               "tests/golden/tfl_pacs_sample: the metrics.json of the config's 48 cells (FedAvg, "
+               "DRFA, FedSR and TFL, 4 held-out domains, seeds 0-2) from a run of "
+               "`reports/tfl_pacs_sample_claims.md`, trimmed to what the report reads"),
     ],
 }  # fmt: skip
 
