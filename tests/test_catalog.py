@@ -10,8 +10,8 @@ from conftest import REPO
 from torchvision.transforms import v2
 
 from benchlib.config import schema
+from benchlib.declarations.malfunctions import MALFUNCTIONS
 from benchlib.errors import BenchlibError
-from benchlib.fl.malfunction_catalog import MALFUNCTIONS
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODELS
 from benchlib.registry import Registry

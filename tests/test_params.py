@@ -16,8 +16,8 @@ from benchlib.config import Config, MethodEntry
 from benchlib.data.corruptions import CORRUPTION
 from benchlib.data.partition import _PARTITIONERS, partitioner_names, partitioner_params
 from benchlib.data.registry import dataset_names, get_dataset
+from benchlib.declarations.malfunctions import MALFUNCTIONS, MalfunctionSettings
 from benchlib.errors import BenchlibError
-from benchlib.fl.malfunction_catalog import MALFUNCTIONS, MalfunctionSettings
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODELS, ModelSettings
 from benchlib.params import UNSET, Param, Params, describe_type

@@ -34,8 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from benchlib.declarations.malfunctions import MALFUNCTIONS
 from benchlib.errors import BenchlibError, require
-from benchlib.fl.malfunction_catalog import MALFUNCTIONS
 from benchlib.limits import MAX_CLIENTS
 from benchlib.readings import READINGS, Reading, apply_dataset_settings
 from benchlib.registry import Registry

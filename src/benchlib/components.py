@@ -23,7 +23,7 @@ DECLARING_MODULES = (
     "benchlib.models.catalog",
     "benchlib.data.registry",
     "benchlib.data.partition",
-    "benchlib.fl.malfunction_catalog",
+    "benchlib.declarations.malfunctions",
     "benchlib.report.base",
     "benchlib.tasks.catalog",
     "benchlib.axes",

@@ -52,8 +52,13 @@ from benchlib.data.corruptions import (
     resolved_json,
     scenario_of,
 )
+from benchlib.declarations.malfunctions import (
+    MALFUNCTION_SETTINGS,
+    MALFUNCTIONS,
+    NO_MALFUNCTION,
+    MalfunctionSettings,
+)
 from benchlib.errors import BenchlibError, require
-from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS, MalfunctionSettings
 from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODEL_INIT, ModelSettings
@@ -66,7 +71,6 @@ from benchlib.tasks.catalog import TASKS, loss_settings
 from benchlib.yaml_load import load_config_file, load_yaml
 
 LOG = logging.getLogger("benchlib")
-NO_MALFUNCTION = "none"
 DEFAULT_TASK = "classification"
 DOWNLOAD_ROOT = layout.DOWNLOADS
 

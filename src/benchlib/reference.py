@@ -116,7 +116,7 @@ def _partitioners() -> list[str]:
 
 
 def _malfunctions() -> list[str]:
-    from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS
+    from benchlib.declarations.malfunctions import MALFUNCTION_SETTINGS, MALFUNCTIONS
 
     lines = ["## Malfunctions (`datasets.<name>.malfunction`)", ""]
     lines += _table(MALFUNCTION_SETTINGS.reference_rows())

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchlib import layout
+from benchlib.declarations.malfunctions import MALFUNCTION_SETTINGS, MALFUNCTIONS
 from benchlib.errors import BenchlibError
-from benchlib.fl.malfunction_catalog import MALFUNCTION_SETTINGS, MALFUNCTIONS
 from benchlib.io import sha256_json
 from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS

@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
+from benchlib.declarations.malfunctions import MalfunctionSettings
 from benchlib.fl.engine import CellRun
-from benchlib.fl.malfunction_catalog import MalfunctionSettings
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import ModelSettings
 from benchlib.settings import TrainingSettings, TransformSettings

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchlib.config import NO_MALFUNCTION
+from benchlib.declarations.malfunctions import NO_MALFUNCTION
 from benchlib.errors import require
 from benchlib.params import Param
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchlib import layout
+from benchlib.declarations.malfunctions import NO_MALFUNCTION
 from benchlib.errors import BenchlibError, require
 from benchlib.io import loads_json
 from benchlib.report.base import ReportKind, check_known, check_outputs
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from benchlib.report.base import ReportConfig
-
-NO_MALFUNCTION = "none"
 
 
 def run_file(experiment: str, malfunction: str, method: str, k: int, seed: int) -> str:

@@ -69,8 +69,8 @@ class FedAgainTrust(ReportKind):
     )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
-        from benchlib.config import Cell
         from benchlib.data.corruptions import corrupted_clients, scenario_of
+        from benchlib.spec import Cell
 
         experiments = list(params["experiments"])
         check_experiments(config, experiments)

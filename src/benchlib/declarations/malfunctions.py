@@ -27,6 +27,7 @@ class MalfunctionDeclaration:
 
 
 MALFUNCTIONS: Registry[MalfunctionDeclaration] = Registry("malfunction")
+NO_MALFUNCTION = "none"  # the malfunction of k = 0 cells, which every malfunction shares
 
 
 def declare_malfunction(
