@@ -20,11 +20,11 @@ from benchlib.errors import BenchlibError
 from benchlib.fl.data import BatchSource, ClientData
 from benchlib.fl.engine import LocalTraining
 from benchlib.fl.optim import build_optimizer
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.asmr import outlier_factors
 from benchlib.methods.base import PeerEvaluator, PeerView, StarRound
 from benchlib.methods.cfl import optimal_bipartition
 from benchlib.methods.robust_utils import proximal_hook
+from benchlib.models.vectors import ParamLayout
 from benchlib.settings import TrainingSettings
 from benchlib.tasks import get_task
 

@@ -11,10 +11,10 @@ from helpers.builders import build_method
 from torch import nn
 
 from benchlib.errors import BenchlibError
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound, sample_clients
 from benchlib.methods.client_graph import project_simplex
 from benchlib.methods.drfa import DRFA, SnapshotHook
+from benchlib.models.vectors import ParamLayout
 from benchlib.seeding import numpy_rng
 
 

@@ -12,7 +12,6 @@ import torch
 from helpers.builders import build_method
 
 from benchlib.errors import BenchlibError
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound
 from benchlib.methods.client_graph import (
     centrality,
@@ -25,6 +24,7 @@ from benchlib.methods.client_graph import (
     softmax,
 )
 from benchlib.methods.tfl import TFL, draw_counts
+from benchlib.models.vectors import ParamLayout
 
 
 class FakeLayout:

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from benchlib.fl.batched import BatchedClients, why_not_batched
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import Method, TrainingContext
+from benchlib.models.vectors import ParamLayout
 from benchlib.settings import TrainingSettings
 
 LOG = logging.getLogger("benchlib")

@@ -41,7 +41,6 @@ from benchlib.fl.device import select_device
 from benchlib.fl.loops import predict, train_epoch
 from benchlib.fl.malfunctions import MalfunctionPlan
 from benchlib.fl.optim import build_optimizer
-from benchlib.fl.params import ParamLayout, StackSpace
 from benchlib.fl.progress import eta_text, record_round
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.fl.scoring import Scorer, finite_or_none
@@ -56,6 +55,7 @@ from benchlib.methods.base import (
     build_method,
 )
 from benchlib.models import build_model
+from benchlib.models.vectors import ParamLayout, StackSpace
 from benchlib.provenance import cell_provenance, plugins_used
 from benchlib.readings import cell_readings
 from benchlib.seeding import numpy_rng

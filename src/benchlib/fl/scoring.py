@@ -26,8 +26,8 @@ from torch import nn
 from benchlib.fl.batched import BatchedClients
 from benchlib.fl.data import SUBSETS, BatchSource, ClientData
 from benchlib.fl.loops import predict
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import Method, PeerEvaluator, StarMethod
+from benchlib.models.vectors import ParamLayout
 from benchlib.settings import TrainingSettings
 from benchlib.tasks.base import Task
 

@@ -1,4 +1,4 @@
-"""Flat parameter vectors: what clients transmit and methods aggregate.
+"""Flat parameter vectors of a model: what clients transmit and methods aggregate.
 
 A vector is the concatenation of every floating-point entry of a model's state dict (parameters
 and float buffers such as BatchNorm running statistics). Integer buffers (BatchNorm's
