@@ -24,7 +24,7 @@ from benchlib.errors import BenchlibError
 from benchlib.report.base import KINDS, get_kind
 from benchlib.report.collect import collect
 from benchlib.report.kinds.lightyear.robustness_figure import robustness_frame
-from benchlib.report.stats import MetricDisplay
+from benchlib.report.statistics.table import MetricDisplay
 from benchlib.targets import all_targets
 
 MALFUNCTIONS = ["ana", "sfa", "random", "dynamic"]

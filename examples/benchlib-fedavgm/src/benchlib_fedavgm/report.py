@@ -23,7 +23,7 @@ from benchlib.report.base import (
     register_kind,
     required_param,
 )
-from benchlib.report.stats import read_collected, table_rows
+from benchlib.report.statistics.table import read_collected, table_rows
 
 
 @register_kind

@@ -24,7 +24,7 @@ from benchlib.errors import BenchlibError
 from benchlib.report.base import get_kind
 from benchlib.report.claim_outputs import plain_table
 from benchlib.report.kinds.common.claims import verdicts
-from benchlib.report.statistics import detectable_effect, holm, pairs_needed, t_power
+from benchlib.report.statistics.inference import detectable_effect, holm, pairs_needed, t_power
 
 DEMO = REPO / "config" / "demo.yaml"
 

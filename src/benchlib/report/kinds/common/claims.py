@@ -32,7 +32,7 @@ from benchlib.report.base import ReportKind, check_outputs, register_kind, requi
 from benchlib.report.claim_outputs import NO_READING, markdown, numbers_frame, plot_claims
 from benchlib.report.claim_verdicts import block_cells
 from benchlib.report.kinds.common.paper_tables import SCALES, matching_experiments
-from benchlib.report.statistics import CONFIDENCE, RESAMPLES, SEED
+from benchlib.report.statistics.inference import CONFIDENCE, RESAMPLES, SEED
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig

@@ -30,7 +30,7 @@ from benchlib.report.base import (
     register_kind,
     required_param,
 )
-from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
+from benchlib.report.statistics.table import METRIC_PATTERN, MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
@@ -87,7 +87,7 @@ class MetricsTable(ReportKind):
 
         from benchlib.io import write_text_atomic
         from benchlib.report.latex import render_template
-        from benchlib.report.stats import (
+        from benchlib.report.statistics.table import (
             DIVERGED_MARK,
             check_metric,
             diverged_note,

@@ -347,7 +347,7 @@ def score_columns(columns: list[dict[str, Any]], inputs: list[Path]) -> tuple[An
     order."""
     import pandas as pd
 
-    from benchlib.report.stats import PERCENT_METRICS
+    from benchlib.report.statistics.table import PERCENT_METRICS
 
     percent_metrics = PERCENT_METRICS | MACRO_METRICS
     names = spec_inputs(columns)

@@ -1,9 +1,9 @@
-"""Ranking of methods over the cells of one or more experiments: each (malfunction, k, seed) cell
-is a block, the methods are the treatments, a block's value of a method is its mean client test
-metric (:mod:`benchlib.report.ranking`). The figure draws the critical-difference diagram of the
-mean ranks (Friedman test, Nemenyi or Conover post-hoc) and the interquartile mean per method
-with its stratified-bootstrap CI; it states what the blocks are and what it cannot show. The
-numbers go to ``figures/<name>.csv`` beside it. Config entry::
+"""Ranking of methods over the cells of one or more experiments: each (malfunction, k, seed) cell is
+a block, the methods are the treatments, a block's value of a method is its mean client test metric
+(:mod:`benchlib.report.statistics.ranking`). The figure draws the critical-difference diagram of the
+mean ranks (Friedman test, Nemenyi or Conover post-hoc) and the interquartile mean per method with
+its stratified-bootstrap CI; it states what the blocks are and what it cannot show. The numbers go
+to ``figures/<name>.csv`` beside it. Config entry::
 
     reports:
       mnist5k_ranking: {kind: ranking, experiments: [mnist5k]}
@@ -31,14 +31,14 @@ from benchlib.report.base import (
     required_param,
     spec_value,
 )
-from benchlib.report.statistics import is_lower_better
-from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
+from benchlib.report.statistics.inference import is_lower_better
+from benchlib.report.statistics.table import METRIC_PARAMS, MetricDisplay, metric_display
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from benchlib.report.base import ReportConfig
-    from benchlib.report.ranking import Ranking
+    from benchlib.report.statistics.ranking import Ranking
 
 LOG = logging.getLogger("benchlib")
 NAMES = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}}
@@ -50,7 +50,7 @@ def ranking_rows(collected: pd.DataFrame, experiments: list[dict[str, Any]]) -> 
     k = 0 cells, each row once."""
     import pandas as pd
 
-    from benchlib.report.stats import table_rows
+    from benchlib.report.statistics.table import table_rows
 
     parts = [
         table_rows(collected, exp["experiment"], malfunction)
@@ -62,8 +62,8 @@ def ranking_rows(collected: pd.DataFrame, experiments: list[dict[str, Any]]) -> 
 
 def compute(spec: dict[str, Any], collected: pd.DataFrame) -> Ranking:
     """The ranking of a spec's methods over the blocks of ``collected``."""
-    from benchlib.report.ranking import make_blocks, rank_methods
-    from benchlib.report.stats import check_metric
+    from benchlib.report.statistics.ranking import make_blocks, rank_methods
+    from benchlib.report.statistics.table import check_metric
 
     display = MetricDisplay.from_spec(spec)
     check_metric(collected, display.metric, f"figure {spec['name']}")
@@ -187,7 +187,7 @@ def caption_lines(spec: dict[str, Any], ranking: Ranking) -> list[str]:
 
 
 def _posthoc_label(test: str) -> str:
-    from benchlib.report.ranking import POSTHOC_TESTS
+    from benchlib.report.statistics.ranking import POSTHOC_TESTS
 
     return POSTHOC_TESTS[test]
 

@@ -30,7 +30,7 @@ from benchlib.report.base import (
     spec_value,
 )
 from benchlib.report.figures import pyplot, save_figure
-from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
+from benchlib.report.statistics.table import METRIC_PARAMS, MetricDisplay, metric_display
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,7 +49,7 @@ def robustness_frame(
     """
     import pandas as pd
 
-    from benchlib.report.stats import check_metric, summarise, table_rows
+    from benchlib.report.statistics.table import check_metric, summarise, table_rows
 
     check_metric(collected, display.metric, "figure")
     parts = []

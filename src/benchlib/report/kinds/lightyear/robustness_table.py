@@ -32,8 +32,8 @@ from benchlib.report.base import (
     required_param,
     spec_value,
 )
-from benchlib.report.statistics import TOO_FEW, Interval, is_lower_better
-from benchlib.report.stats import (
+from benchlib.report.statistics.inference import TOO_FEW, Interval, is_lower_better
+from benchlib.report.statistics.table import (
     DIVERGED_MARK,
     METRIC_PARAMS,
     MetricDisplay,
@@ -66,7 +66,7 @@ def render_table(
     ``statistics`` (``{test, confidence, resamples}``) adds a bootstrap CI to every cell and a
     best-vs-second row (:func:`table_statistics`)."""
     from benchlib.report.latex import render_template
-    from benchlib.report.stats import check_metric, summarise, table_rows
+    from benchlib.report.statistics.table import check_metric, summarise, table_rows
 
     display = display or MetricDisplay.resolve()
     name = name or f"{experiment}_{malfunction}"
@@ -129,7 +129,7 @@ def table_statistics(
     import pandas as pd
 
     from benchlib.report.latex import tex_escape
-    from benchlib.report.statistics import (
+    from benchlib.report.statistics.inference import (
         format_interval,
         interval_frame,
         test_frame,
@@ -167,7 +167,7 @@ def _defined(low: Any, high: Any) -> tuple[float | None, float | None]:
 
 
 def _statistics_note(options: dict[str, Any], display: MetricDisplay) -> str:
-    from benchlib.report.statistics import PAIRED_TESTS
+    from benchlib.report.statistics.inference import PAIRED_TESTS
 
     confidence = round(100 * options["confidence"])
     direction = "lower" if is_lower_better(display.metric) else "higher"

@@ -35,7 +35,7 @@ from benchlib.report.base import (
     spec_value,
 )
 from benchlib.report.kinds.common.history import check_methods
-from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
+from benchlib.report.statistics.table import METRIC_PARAMS, MetricDisplay, metric_display
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,7 +64,7 @@ def topology_frame(collected: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFram
     spread) of every series and panel."""
     import pandas as pd
 
-    from benchlib.report.stats import check_metric, summarise, table_rows
+    from benchlib.report.statistics.table import check_metric, summarise, table_rows
 
     display = MetricDisplay.from_spec(spec)
     check_metric(collected, display.metric, "figure")

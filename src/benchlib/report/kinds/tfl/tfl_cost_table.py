@@ -37,7 +37,7 @@ from benchlib.report.kinds.tfl.runs import (
     timed_inputs,
     timed_runs,
 )
-from benchlib.report.stats import MetricDisplay
+from benchlib.report.statistics.table import MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig

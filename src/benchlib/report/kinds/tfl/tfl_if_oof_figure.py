@@ -35,7 +35,7 @@ from benchlib.report.kinds.tfl.runs import (
     score_label,
     seed_mean_std,
 )
-from benchlib.report.stats import MetricDisplay
+from benchlib.report.statistics.table import MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig

@@ -32,7 +32,7 @@ from benchlib.report.kinds.tfl.runs import (
     scoped_runs,
     score_label,
 )
-from benchlib.report.stats import MetricDisplay
+from benchlib.report.statistics.table import MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig

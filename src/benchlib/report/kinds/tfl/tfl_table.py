@@ -47,7 +47,12 @@ from benchlib.report.base import (
     required_param,
 )
 from benchlib.report.kinds.tfl.runs import POOLINGS, SCOPES, cell_value, round_means
-from benchlib.report.stats import DIVERGED_MARK, METRIC_PATTERN, MetricDisplay, diverged_note
+from benchlib.report.statistics.table import (
+    DIVERGED_MARK,
+    METRIC_PATTERN,
+    MetricDisplay,
+    diverged_note,
+)
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig

@@ -330,3 +330,36 @@ def pairs_needed(
         else:
             low = middle + 1
     return n
+
+
+POWER = 0.8
+
+
+def detectable_difference(differences: list[float], alpha: float = 0.05, power: float = POWER):
+    """The smallest true mean difference a two-sided paired t-test at ``alpha`` detects with
+    probability ``power`` over ``len(differences)`` pairs whose differences have the observed
+    standard deviation (ddof 1): delta with P(|T| > t_crit) = power, T noncentral t with n - 1
+    degrees of freedom and noncentrality delta sqrt(n) / sd. None for fewer than 2 pairs."""
+    import numpy as np
+    from scipy.optimize import brentq
+    from scipy.stats import nct, t
+
+    n = len(differences)
+    if n < 2:
+        return None
+    sd = float(np.std(differences, ddof=1))
+    if sd == 0:
+        return 0.0
+    df = n - 1
+    critical = float(t.ppf(1 - alpha / 2, df))
+
+    def shortfall(effect: float) -> float:
+        nc = effect * np.sqrt(n)
+        return float(nct.sf(critical, df, nc) + nct.cdf(-critical, df, nc)) - power
+
+    high = 1.0
+    while shortfall(high) < 0:  # widen until the power is reached (large for very few pairs)
+        high *= 2
+        if high > 1e3 or shortfall(high) != shortfall(high):
+            return None
+    return sd * brentq(shortfall, 0.0, high)

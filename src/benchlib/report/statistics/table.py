@@ -146,6 +146,13 @@ def summarise(
     ).reset_index()
 
 
+def per_round_stats(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Mean and population std (ddof 0) over clients (seeds averaged per client first)."""
+    per_client = frame.groupby([*by, "round", "client"], as_index=False)["value"].mean()
+    grouped = per_client.groupby([*by, "round"])["value"]
+    return grouped.agg(mean="mean", std=lambda v: float(v.std(ddof=0))).reset_index()
+
+
 # A table value averaged over diverged cells (non-finite models) carries this mark and the
 # caption a note counting them: it must never read as an ordinary number.
 DIVERGED_MARK = "$^{\\dagger}$"

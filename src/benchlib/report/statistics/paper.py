@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from benchlib.report.statistics import (
+from benchlib.report.statistics.inference import (
     Interval,
     format_interval,
     interval_frame,

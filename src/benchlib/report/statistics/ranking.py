@@ -2,7 +2,7 @@
 of every method, its value the mean client test metric of that cell (as the tables average it).
 
 - mean rank per method (rank 1 = best; ties share the average rank), following the metric's
-  direction (:func:`benchlib.report.statistics.is_lower_better`);
+  direction (:func:`benchlib.report.statistics.inference.is_lower_better`);
 - the Friedman test over the blocks (``scipy.stats.friedmanchisquare``);
 - a post-hoc test between every pair of methods (scikit-posthocs: Nemenyi, or Conover with
   Holm's correction) and the Nemenyi critical difference of the mean ranks;
