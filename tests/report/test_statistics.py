@@ -108,7 +108,7 @@ def test_robustness_table_ci_option_by_hand() -> None:
     from conftest import REPO
 
     from benchlib.config import load_config_file
-    from benchlib.report.kinds.lightyear.robustness_table import render_table
+    from benchlib.report.kinds.common.robustness_table import render_table
     from benchlib.report.statistics.table import MetricDisplay
 
     raw = load_config_file(REPO / "config" / "femnist_sample.yaml")

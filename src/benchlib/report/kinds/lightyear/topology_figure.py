@@ -131,7 +131,7 @@ class TopologyFigure(ReportKind):
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         import pandas as pd
 
-        from benchlib.report.kinds.lightyear.robustness_figure import plot_robustness
+        from benchlib.report.kinds.common.robustness_figure import plot_robustness
 
         check_outputs(self, outputs)
         require(bool(inputs), "topology_figure reads collected CSVs; pass --collected CSV...")
