@@ -196,7 +196,6 @@ class CellRun:
         self.num_clients = int(self.spec.clients)
         self.settings = self.spec.training
         self.rounds = self.settings.rounds
-        require(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
         self.held_out = sorted(set(self.spec.held_out))
         self.federation = self.spec.federation()
         self.task = get_task(self.spec.task)
