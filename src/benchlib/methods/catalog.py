@@ -5,7 +5,7 @@ implementation as ``"module:Class"``, imported only when a cell builds the metho
 (:func:`benchlib.methods.base.get_method_class`). Every method is declared by one
 :func:`declare_method` call (name, implementation, topology, parameter mapping), as models,
 malfunctions and readings are by theirs; a plugin package declares its own methods the same way,
-in the module its ``benchlib.plugins`` entry point names (see docs/plugins.md).
+in the module its ``benchlib.plugins`` entry point names (see docs/guide/plugins.md).
 """
 
 from __future__ import annotations
