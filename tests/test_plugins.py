@@ -207,12 +207,11 @@ def test_a_recorded_source_or_partitioner_that_no_package_registers_is_named_unk
 def test_the_components_a_spec_names_include_its_task_grid_axes_and_readings(smoke_cell_spec):
     import dataclasses
 
-    from benchlib.provenance import spec_components
     from benchlib.spec import CellSpec
 
     spec = CellSpec.from_json(smoke_cell_spec("fedavg", "sfa", 1))
     axes = {"clients": 3, "reading.some_choice": "b", "ana.scale": 10.0}
-    assert spec_components(dataclasses.replace(spec, axes=axes)) == [
+    assert dataclasses.replace(spec, axes=axes).components() == [
         ("method", "fedavg"),
         ("model", "femnist_cnn"),
         ("malfunction", "sfa"),

@@ -34,6 +34,26 @@ def test_the_json_form_round_trips_and_keeps_its_hash(spec):
     assert isinstance(again.training, TrainingSettings)
 
 
+def test_the_hash_covers_the_canonical_json_that_metrics_json_records(spec):
+    """The bytes every recorded hash was taken of (benchlib.io's canonical JSON), without the
+    settings that only watch a run: a new hash would rerun every finished cell."""
+    import hashlib
+
+    from benchlib.io import dumps_json
+
+    recorded = json.loads(spec.to_json())
+    recorded["training"].pop("tensorboard")
+    recorded["training"].pop("verify_store")
+    assert spec.recorded() == recorded
+    assert spec.config_hash() == hashlib.sha256(dumps_json(recorded).encode()).hexdigest()
+    assert (
+        spec.config_hash()
+        != Config(copy.deepcopy(SMOKE))
+        .cell_spec(Cell("smoke", "ana", "lightyear", 1, 1))
+        .config_hash()
+    )
+
+
 def test_the_schema_is_generated_from_the_declarations(spec):
     schema = spec_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -78,10 +98,13 @@ def test_a_bad_or_stale_spec_is_one_error_line(spec, change, message):
     assert "\n" not in str(info.value)
 
 
-def test_the_fork_server_client_reads_only_the_cpu_kernels(spec):
-    raw = json.loads(spec.to_json())
-    assert spec_kernels(raw) == "portable"
-    assert spec_kernels({"training": {"cpu_kernels": "native"}}) == "native"
+def test_the_fork_server_client_reads_only_the_cpu_kernels(spec, tmp_path):
+    text = spec.to_json()
+    assert spec_kernels(text) == "portable"
+    (tmp_path / "spec.json").write_text(text)
+    assert spec_kernels(f"@{tmp_path / 'spec.json'}") == "portable"
+    assert spec_kernels(json.dumps({"training": {"cpu_kernels": "native"}})) == "native"
     # anything else: the cell runs in this process, where benchlib run names the problem
-    assert spec_kernels({"training": {"cpu_kernels": "fast"}}) is None
-    assert spec_kernels({}) is None
+    assert spec_kernels(json.dumps({"training": {"cpu_kernels": "fast"}})) is None
+    for text in ("{}", "[1]", "{", "[" * 100_000, "NaN", f"@{tmp_path / 'missing.json'}"):
+        assert spec_kernels(text) is None

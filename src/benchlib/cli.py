@@ -16,13 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchlib.cli_args import (
-    check_output_dir,
-    check_output_file,
-    parse_spec,
-    require_keys,
-    set_threads,
-)
+from benchlib.cli_args import check_output_dir, check_output_file, require_keys, set_threads
 from benchlib.errors import BenchlibError, missing_extra, os_fault
 from benchlib.io import loads_json
 
@@ -33,6 +27,7 @@ LOG = logging.getLogger("benchlib")
 def cmd_prepare(args: argparse.Namespace) -> None:
     from benchlib.config import DEFAULT_TASK
     from benchlib.data.registry import check_local_copy, get_dataset
+    from benchlib.spec import parse_spec
 
     spec = parse_spec(args.spec)
     require_keys(spec, ("dataset", "source"), "--spec")
@@ -47,6 +42,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 def cmd_download(args: argparse.Namespace) -> None:
     from benchlib.data.download import fetch, remote_file
     from benchlib.data.registry import get_dataset
+    from benchlib.spec import parse_spec
 
     spec = parse_spec(args.spec)
     require_keys(spec, ("dataset", "source"), "--spec")
@@ -76,6 +72,7 @@ def cmd_fetch_weights(args: argparse.Namespace) -> None:
 def cmd_split(args: argparse.Namespace) -> None:
     from benchlib.data.split import SplitSpec, make_split, write_split
     from benchlib.data.store import load_store
+    from benchlib.spec import parse_spec
 
     spec = parse_spec(args.spec)
     require_keys(spec, ("dataset", "clients", "partition", "split"), "--spec")
@@ -92,9 +89,9 @@ def cmd_run(args: argparse.Namespace) -> None:
     from benchlib.plugin_use import require_planned_plugins
     from benchlib.spec import CellSpec
 
-    spec = CellSpec.from_json(parse_spec(args.spec))
+    spec = CellSpec.from_text(args.spec)
     plugins.require_loadable()  # one that failed part-way may have registered half of its parts
-    require_planned_plugins(spec)
+    require_planned_plugins(spec.plugins)
     _run_spec(
         spec,
         Path(args.store),
@@ -116,7 +113,7 @@ def run_forked(args: argparse.Namespace, argv: list[str]) -> int | None:
         return None
     from benchlib.forkserver.client import delegate, spec_kernels
 
-    setting = spec_kernels(parse_spec(args.spec))
+    setting = spec_kernels(args.spec)
     return None if setting is None else delegate(argv, setting)
 
 
@@ -228,6 +225,7 @@ def cmd_collect(args: argparse.Namespace) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     from benchlib.report.base import get_kind
+    from benchlib.spec import parse_spec
 
     kind = get_kind(args.kind)
     spec = parse_spec(args.spec)

@@ -1,41 +1,14 @@
-"""Argument helpers of the ``benchlib`` commands: spec JSON and output paths checked before any
-work (shared by cli.py and the commands other modules register)."""
+"""Argument helpers of the ``benchlib`` commands: a spec's keys, output paths and thread counts
+checked before any work (shared by cli.py and the commands other modules register). A step's
+``--spec`` is read by :func:`benchlib.spec.parse_spec`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from benchlib.errors import BenchlibError
-from benchlib.io import loads_json
 from benchlib.limits import MAX_THREADS
-
-
-def parse_spec(text: str) -> dict[str, Any]:
-    """A JSON object given inline or as ``@path``."""
-    if text.startswith("@"):
-        path = Path(text[1:])
-        if not path.is_file():
-            raise BenchlibError(f"spec file {path} not found")
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise BenchlibError(f"spec file {path} is not UTF-8 JSON; regenerate it") from exc
-    try:
-        spec = loads_json(text, parse_constant=_not_finite)
-    except json.JSONDecodeError as exc:
-        raise BenchlibError(f"--spec is not valid JSON ({exc.msg}); pass a JSON object") from exc
-    if not isinstance(spec, dict):
-        raise BenchlibError("--spec must be a JSON object")
-    return spec
-
-
-def _not_finite(name: str) -> None:
-    """Python's JSON reads NaN and Infinity; a spec never holds them (every hash refuses them)."""
-    raise BenchlibError(
-        f"--spec holds {name}, not a finite number; pass the spec the workflow generates"
-    )
 
 
 def require_keys(spec: dict[str, Any], keys: tuple[str, ...], what: str) -> None:

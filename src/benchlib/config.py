@@ -549,7 +549,7 @@ class Config:
             plugins={},
         )
         # the versions of the plugins it uses are part of the cell's identity
-        plugins = planned_plugins(spec, ds.source, ds.partition["name"])
+        plugins = planned_plugins(spec.components(), ds.source, ds.partition["name"])
         return dataclasses.replace(spec, plugins=plugins)
 
     def dataset_label(self, dataset: str) -> str:

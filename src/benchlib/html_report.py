@@ -69,9 +69,10 @@ def cmd_html_report(args: argparse.Namespace) -> None:
 
 
 def cmd_table_html(args: argparse.Namespace) -> None:
-    from benchlib.cli_args import check_output_file, parse_spec
+    from benchlib.cli_args import check_output_file
     from benchlib.io import write_text_atomic
     from benchlib.report.html_table import table_page
+    from benchlib.spec import parse_spec
 
     tex, out = Path(args.tex), Path(args.out)
     require(tex.is_file(), f"table {tex} not found; build it first (snakemake {tex})")
@@ -82,9 +83,10 @@ def cmd_table_html(args: argparse.Namespace) -> None:
 
 
 def cmd_report_status(args: argparse.Namespace) -> None:
-    from benchlib.cli_args import check_output_file, parse_spec
+    from benchlib.cli_args import check_output_file
     from benchlib.io import write_text_atomic
     from benchlib.report.browse import status_page
+    from benchlib.spec import parse_spec
 
     out = Path(args.out)
     check_output_file(out)

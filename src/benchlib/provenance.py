@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import benchlib
-from benchlib.plugin_use import PARTITIONER, SOURCE, spec_components
+from benchlib.plugin_use import PARTITIONER, SOURCE
 
 PACKAGE_ROOT = Path(benchlib.__file__).resolve().parents[2]  # the checkout of a src layout
 ORIGIN = Path(benchlib.__file__).resolve().parent / "_origin.json"  # written by a pip install
@@ -96,17 +96,18 @@ def plugins_used(
     """Which plugin packages cell ``spec`` used, for its provenance.
 
     ``plugins``: the packages (name, version) that provide a component the spec names
-    (:func:`spec_components`) or the dataset source and partitioner that its store and split
-    record. ``plugins_unknown``: the data components whose package cannot be named, so that a
-    missing record is never read as "built-in": ``"dataset source"`` / ``"partitioner"`` where the
-    store or split records none (written by an older benchlib), ``"<kind> <name>"`` where no
-    installed package registers the recorded name (its plugin was uninstalled since).
+    (:meth:`~benchlib.spec.CellSpec.components`) or the dataset source and partitioner that its
+    store and split record. ``plugins_unknown``: the data components whose package cannot be
+    named, so that a missing record is never read as "built-in": ``"dataset source"`` /
+    ``"partitioner"`` where the store or split records none (written by an older benchlib),
+    ``"<kind> <name>"`` where no installed package registers the recorded name (its plugin was
+    uninstalled since).
     """
     from benchlib import plugins
     from benchlib.data.partition import partitioner_names
     from benchlib.data.registry import dataset_names
 
-    components = spec_components(spec)
+    components = spec.components()
     unknown = []
     for kind, name, registered in (
         (SOURCE, dataset_source, dataset_names),

@@ -245,6 +245,16 @@ class TrainingSettings(Settings):
         "(metrics.json history.round_metrics)",
     )
 
+    def optimizer_fields(self) -> dict[str, Any]:
+        """The fields the optimizer is built from (:func:`benchlib.fl.optim.build_optimizer`
+        takes them as keywords; it reads nothing else of the section)."""
+        return {
+            "optimizer": self.optimizer,
+            "lr": self.lr,
+            "momentum": self.momentum,
+            "weight_decay": self.weight_decay,
+        }
+
 
 def parse_fraction(value: float | str, what: str) -> Fraction:
     """A fraction in (0, 1) given as a number or an exact ratio string such as ``"1/3"``."""

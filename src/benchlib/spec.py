@@ -2,24 +2,28 @@
 needs, resolved from the config - a versioned contract.
 
 The config resolves a :class:`CellSpec` per cell (:meth:`benchlib.config.Config.cell_spec`),
-Snakemake passes it to ``benchlib run`` as JSON, ``benchlib run`` checks the JSON once against
-:func:`spec_schema` (generated from the same declarations the config is checked with) and builds
-the dataclass with no default filled again: a spec lacking a key was written by another
-version of benchlib and must be regenerated. metrics.json records the spec and its hash names
-the run's checkpoints (docs/develop/cell_spec.md). Torch-free.
+Snakemake passes it to ``benchlib run`` as JSON, ``benchlib run`` reads it
+(:meth:`CellSpec.from_text`), checks the JSON once against :func:`spec_schema` (generated from
+the same declarations the config is checked with) and builds the dataclass with no default
+filled again: a spec lacking a key was written by another version of benchlib and must be
+regenerated. metrics.json records the spec and its hash names the run's checkpoints
+(docs/develop/cell_spec.md). Every step's ``--spec`` argument is read by :func:`parse_spec`.
+Torch-free.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from benchlib import layout
 from benchlib.declarations.malfunctions import MALFUNCTION_SETTINGS, MALFUNCTIONS
 from benchlib.errors import BenchlibError
-from benchlib.io import sha256_json
 from benchlib.limits import MAX_CLIENTS, MAX_SEED
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODEL_INIT, MODELS, ModelSettings
@@ -37,6 +41,37 @@ REGENERATE = (
 # config and of the config hash, so turning them on changes no byte of metrics.json and resumes
 # checkpoints.
 WATCH_KEYS = ("tensorboard", "verify_store")
+
+
+def parse_spec(text: str) -> dict[str, Any]:
+    """A step's ``--spec``: a JSON object given inline or as ``@path``; one error line when it
+    is not one."""
+    if text.startswith("@"):
+        path = Path(text[1:])
+        if not path.is_file():
+            raise BenchlibError(f"spec file {path} not found")
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BenchlibError(f"spec file {path} is not UTF-8 JSON; regenerate it") from exc
+    try:
+        spec = json.loads(text, parse_constant=_not_finite)
+    except json.JSONDecodeError as exc:
+        raise BenchlibError(f"--spec is not valid JSON ({exc.msg}); pass a JSON object") from exc
+    except RecursionError:  # [[[...]]] deeper than the parser goes
+        raise BenchlibError(
+            "--spec is not valid JSON (nested too deeply); pass a JSON object"
+        ) from None
+    if not isinstance(spec, dict):
+        raise BenchlibError("--spec must be a JSON object")
+    return spec
+
+
+def _not_finite(name: str) -> None:
+    """Python's JSON reads NaN and Infinity; a spec never holds them (every hash refuses them)."""
+    raise BenchlibError(
+        f"--spec holds {name}, not a finite number; pass the spec the workflow generates"
+    )
 
 
 @dataclass(frozen=True)
@@ -108,6 +143,11 @@ class CellSpec(Entry):
     version: int = SPEC_VERSION
 
     @classmethod
+    def from_text(cls, text: str) -> CellSpec:
+        """The spec ``benchlib run --spec`` gives (JSON inline or ``@path``), checked once."""
+        return cls.from_json(parse_spec(text))
+
+    @classmethod
     def from_json(cls, raw: Mapping[str, Any], what: str = "--spec") -> CellSpec:
         """Check the JSON form once against :func:`spec_schema` and build the spec; one error
         line naming the first problem (a missing key or another version: a stale spec)."""
@@ -142,8 +182,6 @@ class CellSpec(Entry):
 
     def to_json(self) -> str:
         """The canonical JSON form (sorted keys, compact): what ``benchlib run --spec`` takes."""
-        import json
-
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     def recorded(self) -> dict[str, Any]:
@@ -154,8 +192,33 @@ class CellSpec(Entry):
         return raw
 
     def config_hash(self) -> str:
-        """The hash metrics.json records and checkpoints carry (of the recorded spec)."""
-        return sha256_json(self.recorded())
+        """The hash metrics.json records and checkpoints carry: SHA-256 of the recorded spec's
+        canonical JSON (sorted keys, 2-space indent, trailing newline: the bytes
+        :func:`benchlib.io.dumps_json` writes, so every recorded hash stays valid)."""
+        text = json.dumps(self.recorded(), indent=2, sort_keys=True, allow_nan=False) + "\n"
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def components(self) -> list[tuple[str, str]]:
+        """The registered components the spec names, as (registry kind, name): its method,
+        model, malfunction and task (declaration and implementation), and the grid axes and
+        readings of a variant experiment. (A ``<malfunction>.<parameter>`` axis adds nothing:
+        the cell's own malfunction is listed, and another's parameter does not reach its
+        numbers.)"""
+        from benchlib.axes import READING_PREFIX
+
+        components = [
+            ("method", self.method),
+            ("model", self.model["name"]),
+            ("malfunction", self.malfunction),
+            ("task", self.task),
+            ("task implementation", self.task),
+        ]
+        for axis in self.axes:
+            if axis.startswith(READING_PREFIX):
+                components.append(("reading", axis.removeprefix(READING_PREFIX)))
+            elif "." not in axis:
+                components.append(("grid axis", axis))
+        return components
 
     def federation(self) -> list[int]:
         """The clients that train: all but the held-out ones (checked: at least two)."""

@@ -87,7 +87,8 @@ def linear_context(
     source = BatchSource(x.numpy(), y.numpy(), get_task("classification"), rows)
     return LocalTraining(
         models=[model],
-        optimizers=optimizers or [build_optimizer(list(model.parameters()), settings)],
+        optimizers=optimizers
+        or [build_optimizer(list(model.parameters()), **settings.optimizer_fields())],
         clients=[data],
         source=source,
         settings=settings,

@@ -99,7 +99,7 @@ def client_fit(workload: FlowerWorkload, client: int, state: State, round_index:
     model = copy.deepcopy(workload.model)
     model.load_state_dict(state)
     model.train()
-    optimizer = build_optimizer(list(model.parameters()), workload.training)
+    optimizer = build_optimizer(list(model.parameters()), **workload.training.optimizer_fields())
     x, y = workload.train[client]
     batch = workload.training.batch_size
     seed_torch_global(workload.seed, "train/dropout", round_index, client)

@@ -58,7 +58,9 @@ def run_benchmark(
             cell = bench_cell(bench_spec(method, clients), store, split, device=torch.device("cpu"))
             data = BareData(cell)
             models = [copy.deepcopy(m) for m in cell.models]
-            optimizers = [build_optimizer(list(m.parameters()), SETTINGS) for m in models]
+            optimizers = [
+                build_optimizer(list(m.parameters()), **SETTINGS.optimizer_fields()) for m in models
+            ]
             state = {"round": 0}
 
             def engine_round(cell: CellRun = cell, state: dict = state) -> None:

@@ -243,7 +243,8 @@ def measure_workload(
         variants: dict[str, Callable[[], None]] = {}
         bare = BareData(sequential)
         models = [copy.deepcopy(m) for m in sequential.models]
-        optimizers = [build_optimizer(list(m.parameters()), sequential.settings) for m in models]
+        fields = sequential.settings.optimizer_fields()
+        optimizers = [build_optimizer(list(m.parameters()), **fields) for m in models]
 
         def bare_round(m=models, o=optimizers, c=sequential, d=bare, p=pairs) -> None:
             bare_train(c, d, m, o)

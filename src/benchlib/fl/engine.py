@@ -88,7 +88,7 @@ class LocalTraining:
     evaluator: Callable[[int, torch.Tensor, str], float] | None = None
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return build_optimizer(list(model.parameters()), self.settings)
+        return build_optimizer(list(model.parameters()), **self.settings.optimizer_fields())
 
     def train_rows(self, client: int) -> np.ndarray:
         return self.clients[client].rows["train"]
@@ -196,7 +196,6 @@ class CellRun:
         self.num_clients = int(self.spec.clients)
         self.settings = self.spec.training
         self.rounds = self.settings.rounds
-        require(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
         self.held_out = sorted(set(self.spec.held_out))
         self.federation = self.spec.federation()
         self.task = get_task(self.spec.task)
@@ -305,7 +304,7 @@ class CellRun:
         return model.to(self.device)
 
     def new_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return build_optimizer(list(model.parameters()), self.settings)
+        return build_optimizer(list(model.parameters()), **self.settings.optimizer_fields())
 
     def _fresh_vector(self, seed: int) -> torch.Tensor:
         with torch.random.fork_rng(devices=[]):

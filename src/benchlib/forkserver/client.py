@@ -8,12 +8,13 @@ Each of those says why in one line on stderr, except "no server named". Torch-fr
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import sys
+from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from benchlib import cpu_kernels
 from benchlib.forkserver import ENV_SOCKET, protocol
@@ -21,11 +22,18 @@ from benchlib.forkserver import ENV_SOCKET, protocol
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def spec_kernels(spec: dict[str, Any]) -> str | None:
-    """The one field of a cell spec's JSON the client needs, ``training.cpu_kernels``; None
-    when the spec lacks it or names no known setting (the cell then runs in this process,
-    where ``benchlib run`` checks the whole spec and names the problem)."""
-    training = spec.get("training")
+def spec_kernels(text: str) -> str | None:
+    """The one field the client needs from a cell spec's JSON (``benchlib run --spec``, inline
+    or ``@path``): ``training.cpu_kernels``. None when the text is no such JSON or names no
+    known setting: the cell then runs in this process, where ``benchlib run`` checks the whole
+    spec and names the problem. Builds and checks nothing else."""
+    try:
+        if text.startswith("@"):
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        spec = json.loads(text)
+    except (OSError, ValueError, RecursionError):  # ValueError: also bad UTF-8
+        return None
+    training = spec.get("training") if isinstance(spec, dict) else None
     setting = training.get("cpu_kernels") if isinstance(training, dict) else None
     return setting if setting in cpu_kernels.SETTINGS else None
 
