@@ -7,7 +7,9 @@ or numpy, and inherited by every subprocess (tests/test_cpu_kernels.py checks th
 
 from __future__ import annotations
 
-from benchlib import cpu_kernels  # torch-free; must come before any torch or numpy import
+from benchlib.primitives import (
+    cpu_kernels,  # torch-free; must come before any torch or numpy import
+)
 
 if not cpu_kernels.apply("portable"):
     raise RuntimeError(
@@ -27,7 +29,7 @@ import pytest
 import torch
 import yaml
 
-from benchlib.config import Cell, load_config
+from benchlib.configuration.config import Cell, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"

@@ -8,9 +8,9 @@ import pytest
 import yaml
 from conftest import REPO, ops_snakemake
 
-from benchlib.axes import value_label, variants
-from benchlib.config import Cell, Config
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Cell, Config
+from benchlib.grid.axes import value_label, variants
+from benchlib.primitives.errors import BenchlibError
 
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
 
@@ -134,7 +134,7 @@ def test_listed_reading_combinations_and_the_homes_they_imply():
     """``combinations``: only the listed reading combinations, each completed with the defaults;
     a combination whose cells a listed one shares for some method (its home) is added with only
     that method."""
-    from benchlib.axes import reading_combinations
+    from benchlib.grid.axes import reading_combinations
 
     listed = [
         {},

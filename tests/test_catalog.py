@@ -9,13 +9,13 @@ import pytest
 from conftest import REPO
 from torchvision.transforms import v2
 
-from benchlib.config import schema
+from benchlib.configuration.config import schema
 from benchlib.declarations.malfunctions import MALFUNCTIONS
-from benchlib.errors import BenchlibError
+from benchlib.declarations.registry import Registry
+from benchlib.declarations.settings import TRANSFORMS
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODELS
-from benchlib.registry import Registry
-from benchlib.settings import TRANSFORMS
+from benchlib.primitives.errors import BenchlibError
 
 
 @pytest.mark.parametrize("name", METHODS.names())
@@ -77,7 +77,7 @@ def test_schema_enums_come_from_the_catalog_and_the_optimizers():
 
 def test_loading_a_config_imports_no_torch():
     code = (
-        "import sys; from benchlib.config import load_config; "
+        "import sys; from benchlib.configuration.config import load_config; "
         f"load_config({str(REPO / 'config' / 'demo.yaml')!r}); "
         "print(sorted(m for m in ('torch', 'torchvision', 'monai', 'timm') if m in sys.modules))"
     )

@@ -1,5 +1,5 @@
-"""Loading and validating claim sets (benchlib.claims): a claim lacking its quote or its test is
-one clear error line; plugins declare claim sets the same way."""
+"""Loading and validating claim sets (benchlib.grid.claims): a claim lacking its quote or its test
+is one clear error line; plugins declare claim sets the same way."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.claims import (
+from benchlib.grid.claims import (
     CLAIM_SETS,
     claim_set,
     condition_text,
@@ -16,7 +16,7 @@ from benchlib.claims import (
     load_claims_file,
     validate_claims,
 )
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 SCALE = {"clients": 8, "rounds": 6, "samples_per_client": "about 500", "model": "CNN"}
 GOOD = {

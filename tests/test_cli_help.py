@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from benchlib.cli import build_parser
+from benchlib.commands.cli import build_parser
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from conftest import benchlib_exe, tool_env
 
-from benchlib.cpu_kernels import PORTABLE_ENV, is_x86_64
-from benchlib.digest import numbers_digest
+from benchlib.facts.digest import numbers_digest
+from benchlib.primitives.cpu_kernels import PORTABLE_ENV, is_x86_64
 
 pytestmark = pytest.mark.slow
 CELL = "smoke/sfa/fedavg/k1/seed0"

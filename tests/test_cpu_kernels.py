@@ -14,8 +14,8 @@ import torch
 from conftest import REPO, ops_benchlib, ops_run_args, tool_env
 
 import benchlib
-from benchlib import cpu_kernels
-from benchlib.settings import TrainingSettings
+from benchlib.declarations.settings import TrainingSettings
+from benchlib.primitives import cpu_kernels
 
 MINIMAL_TRAINING = {
     "optimizer": "adam",
@@ -54,16 +54,20 @@ def test_apply_cannot_act_once_torch_is_loaded():
 
 
 def test_unknown_setting_is_a_clear_error():
-    with pytest.raises(benchlib.errors.BenchlibError, match="use one of portable, native"):
+    with pytest.raises(
+        benchlib.primitives.errors.BenchlibError, match="use one of portable, native"
+    ):
         cpu_kernels.check_setting("avx512")
     assert TrainingSettings.from_config("t", MINIMAL_TRAINING).cpu_kernels == "portable"
-    with pytest.raises(benchlib.errors.BenchlibError, match="cpu_kernels: 'avx512' is not one of"):
+    with pytest.raises(
+        benchlib.primitives.errors.BenchlibError, match="cpu_kernels: 'avx512' is not one of"
+    ):
         TrainingSettings.from_config("t", {**MINIMAL_TRAINING, "cpu_kernels": "avx512"})
 
 
 PROBE = """
 import json, sys
-from benchlib import cpu_kernels
+from benchlib.primitives import cpu_kernels
 applied = cpu_kernels.apply(sys.argv[1])
 import torch
 print(json.dumps({"applied": applied, **cpu_kernels.in_effect(sys.argv[1])}))
@@ -147,7 +151,7 @@ def test_version_names_the_commit():
 
 
 def test_provenance_outside_a_clone_names_the_install(tmp_path: Path):
-    from benchlib.provenance import git_state
+    from benchlib.facts.provenance import git_state
 
     # a package built without git: the version names the code
     nothing = tmp_path / "absent.json"
@@ -167,20 +171,22 @@ def test_provenance_outside_a_clone_names_the_install(tmp_path: Path):
 
 
 def test_cell_ids_are_parsed_and_checked():
-    from benchlib.config import Cell
+    from benchlib.configuration.config import Cell
 
     cell = Cell.parse("demo/sfa/fedavg/k3/seed1")
     assert cell == Cell("demo", "sfa", "fedavg", 3, 1) and cell.id == "demo/sfa/fedavg/k3/seed1"
     assert cell.run_dir == "results/runs/demo/sfa/fedavg/k3/seed1"
     for bad in ("demo/sfa/fedavg/k3", "demo/sfa/fedavg/3/seed1", "demo/sfa/fedavg/kx/seed1"):
-        with pytest.raises(benchlib.errors.BenchlibError, match=r"experiment/malfunction|integers"):
+        with pytest.raises(
+            benchlib.primitives.errors.BenchlibError, match=r"experiment/malfunction|integers"
+        ):
             Cell.parse(bad)
 
 
 @pytest.mark.slow
 def test_bench_kernels_times_both_settings(smoke_workdir, monkeypatch):
-    from benchlib.bench.kernels import run_kernel_benchmark
-    from benchlib.config import Cell
+    from benchlib.commands.bench.kernels import run_kernel_benchmark
+    from benchlib.configuration.config import Cell
 
     monkeypatch.chdir(smoke_workdir)
     monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))

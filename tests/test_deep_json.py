@@ -10,10 +10,10 @@ import json
 import pytest
 from conftest import ops_config, ops_write_config
 
-from benchlib.cli import main
-from benchlib.config import load_config
-from benchlib.io import loads_json
-from benchlib.status import grid_status
+from benchlib.commands.cli import main
+from benchlib.commands.status import grid_status
+from benchlib.configuration.config import load_config
+from benchlib.primitives.io import loads_json
 
 DEEP = "[" * 100_000 + "]" * 100_000
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, ops_benchlib
 
-from benchlib.digest import (
+from benchlib.facts.digest import (
     cell_key,
     compare,
     flat_provenance,
@@ -17,7 +17,7 @@ from benchlib.digest import (
     read_digest,
     read_run,
 )
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 PROVENANCE = {
     "benchlib": "0.1.0",
@@ -151,7 +151,7 @@ def test_bad_digest_and_results_are_clear_errors(tmp_path):
 
 
 def test_the_demo_reference_digest_covers_every_demo_cell():
-    from benchlib.config import load_config
+    from benchlib.configuration.config import load_config
 
     config = load_config(REPO / "config" / "demo.yaml")
     expected = {

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, benchlib_exe, tool_env
 
-from benchlib.docs_gen import (
+from benchlib.commands.docs_gen import (
     DEMO_GOLDEN,
     DEMO_MALFUNCTIONS,
     PAGES,
@@ -25,7 +25,7 @@ from benchlib.docs_gen import (
     stale_pages,
     write_pages,
 )
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 
 def test_the_committed_generated_pages_are_current():
@@ -54,7 +54,10 @@ def test_make_docs_writes_every_generated_page():
         ("FedAvg (McMahan et al. 2017): avg.\n\nMore.", "FedAvg (McMahan et al. 2017): avg."),
         ("Patches (FedAgain Sec. 4.2.4): cut. Next.", "Patches (FedAgain Sec. 4.2.4): cut."),
         ("Paths in a config (e.g. a folder)", "Paths in a config (e.g. a folder)"),
-        ("``x``: see :mod:`benchlib.io`, a | b.", "`x`: see `benchlib.io`, a \\| b."),
+        (
+            "``x``: see :mod:`benchlib.primitives.io`, a | b.",
+            "`x`: see `benchlib.primitives.io`, a \\| b.",
+        ),
         ("Wrapped over\n   two lines. Second.", "Wrapped over two lines."),
     ],
 )  # fmt: skip
@@ -62,14 +65,17 @@ def test_first_sentence(docstring, sentence):
     assert first_sentence(docstring) == sentence
 
 
-def test_the_module_map_has_one_row_per_module_from_its_docstring(tmp_path):
+def test_the_module_map_has_one_row_per_module_grouped_by_package(tmp_path):
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text('"""The package. Long story."""\n')
     (package / "sub" / "__init__.py").write_text('"""Sub-things, e.g. b."""\n')
     (package / "sub" / "b.py").write_text('"""B: does b.\n\nMore."""\nx = 1\n')
     (package / "a.py").write_text('"""A (Sec. 2) does a."""\n')
-    rows = [line for line in module_map(package).splitlines() if line.startswith("| `")]
+    text = module_map(package)
+    assert "\n## `sub/`: Sub-things, e.g. b.\n" in text  # a section per subpackage
+    assert text.index("`a.py`") < text.index("## `sub/`") < text.index("`sub/b.py`")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert rows == [
         "| `__init__.py` | The package. |",
         "| `a.py` | A (Sec. 2) does a. |",
@@ -129,7 +135,7 @@ def test_a_generated_region_is_stale_until_written_and_the_rest_of_its_page_stay
 
 
 def test_the_config_readme_lists_every_key_of_the_schema_with_its_description():
-    from benchlib.config import schema
+    from benchlib.configuration.config import schema
 
     text = (REPO / "config" / "README.md").read_text()
     sections = {"datasets": "`datasets.<id>`:", "methods": "`methods.<id>`:"}
@@ -175,7 +181,7 @@ def test_the_readme_demo_ranking_follows_the_golden_demo_outputs(tmp_path):
 
 
 def test_make_demo_checks_the_golden_outputs_and_make_demo_golden_rewrites_them():
-    from benchlib.config import load_config_file
+    from benchlib.configuration.config import load_config_file
 
     demo = load_config_file(REPO / "config" / "demo.yaml")
     assert set(DEMO_MALFUNCTIONS) == set(demo["experiments"]["mnist5k"]["malfunctions"])
@@ -192,4 +198,4 @@ def test_make_demo_checks_the_golden_outputs_and_make_demo_golden_rewrites_them(
         in (recipes["demo-golden"])
     )
     assert "\tbenchlib docs\n" in recipes["demo-golden"]
-    assert "-m benchlib.report.claims_docs" in recipes["demo-golden"]  # the demo's verdicts
+    assert "-m benchlib.commands.claims_docs" in recipes["demo-golden"]  # the demo's verdicts

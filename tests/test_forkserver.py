@@ -22,9 +22,9 @@ import psutil
 import pytest
 from conftest import benchlib_exe, tool_env
 
-from benchlib.forkserver import ENV_SOCKET
-from benchlib.forkserver.protocol import THREAD_ENV
-from benchlib.forkserver.wrapper import _start_server, _stop_server
+from benchlib.commands.forkserver import ENV_SOCKET
+from benchlib.commands.forkserver.protocol import THREAD_ENV
+from benchlib.commands.forkserver.wrapper import _start_server, _stop_server
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +66,7 @@ def benchlib(
 @pytest.fixture(scope="module")
 def fresh_run(mnist_store, smoke_split, smoke_config, tmp_path_factory) -> tuple[dict, Path]:
     """A LIGHTYEAR smoke cell run as the workflow runs it: a fresh `benchlib run` process."""
-    from benchlib.config import Cell
+    from benchlib.configuration.config import Cell
 
     spec = smoke_config.cell_spec(Cell("smoke", "ana", "lightyear", 1, 0)).to_dict()
     out = tmp_path_factory.mktemp("fresh")
@@ -211,7 +211,8 @@ def raw_client(socket_path: Path, payload: bytes, fds: bool = True) -> socket.so
 def client_fingerprint() -> dict:
     """The fingerprint a `benchlib run` of this test's jobs sends (portable kernels)."""
     code = (
-        "import json; from benchlib import cpu_kernels; from benchlib.forkserver import protocol;"
+        "import json; from benchlib.primitives import cpu_kernels; "
+        "from benchlib.commands.forkserver import protocol;"
         " cpu_kernels.apply('portable'); print(json.dumps(protocol.fingerprint('portable')))"
     )
     done = subprocess.run(
@@ -243,7 +244,7 @@ def assert_still_serving(server, spec, store, split, out: Path) -> None:
 def test_a_malformed_request_is_refused_and_the_server_goes_on(
     server, payload, answer, smoke_cell_spec, mnist_store, smoke_split, tmp_path
 ):
-    from benchlib.forkserver import protocol
+    from benchlib.commands.forkserver import protocol
 
     with raw_client(server[1], payload) as sock:
         reply, _ = protocol.receive(sock)  # waits for the server's answer or its close

@@ -1,5 +1,5 @@
-"""benchlib's own folder (benchlib.home): where its configs and paper values are found, and the
-order in which a relative path is looked up (the user's folder first, then benchlib's)."""
+"""benchlib's own folder (benchlib.primitives.home): where its configs and paper values are found,
+and the order in which a relative path is looked up (the user's folder first, then benchlib's)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from benchlib.errors import BenchlibError
-from benchlib.home import ENV, benchlib_dir, resolve_path, use_workflow_dir
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.home import ENV, benchlib_dir, resolve_path, use_workflow_dir
 
 
 def _home(folder: Path) -> Path:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, ops_snakemake_argv, tool_env
 
-from benchlib import plugins
-from benchlib.params import Param, Params
-from benchlib.registry import REGISTRIES, Registry
+from benchlib.declarations import plugins
+from benchlib.declarations.params import Param, Params
+from benchlib.declarations.registry import REGISTRIES, Registry
 
 
 def fake_plugin(root: Path, module: str, source: str) -> Path:
@@ -66,7 +66,7 @@ HOSTILE = {
     "invalid_param_schema": (
         """
         from benchlib.methods.catalog import declare_method
-        from benchlib.params import Param
+        from benchlib.declarations.params import Param
 
         declare_method("odd_schema", "x:y", "star", {"a": Param({"type": "wibble"}, 1, "a")})
         """,
@@ -79,7 +79,9 @@ HOSTILE = {
 def test_a_hostile_plugin_stops_the_config_check_with_one_line(tmp_path, case):
     source, phrase = HOSTILE[case]
     root = fake_plugin(tmp_path, "hostile_decl", source)
-    done = run(root, [sys.executable, "-m", "benchlib.cli", "check-config", "config/smoke.yaml"])
+    done = run(
+        root, [sys.executable, "-m", "benchlib.commands.cli", "check-config", "config/smoke.yaml"]
+    )
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
@@ -95,7 +97,9 @@ def test_a_hostile_plugin_stops_the_config_check_with_one_line(tmp_path, case):
 
 def test_a_plugin_that_parses_the_command_line_is_not_taken_for_benchlib(tmp_path):
     root = fake_plugin(tmp_path, "argv_decl", HOSTILE["parses_argv"][0])
-    done = run(root, [sys.executable, "-m", "benchlib.cli", "check-config", "config/smoke.yaml"])
+    done = run(
+        root, [sys.executable, "-m", "benchlib.commands.cli", "check-config", "config/smoke.yaml"]
+    )
     assert "usage: benchlib" not in done.stderr and "benchlib: error" not in done.stderr
     assert "it printed 'argv_decl: error: the following arguments are required" in done.stderr
 
@@ -121,7 +125,7 @@ def test_a_cell_does_not_run_beside_a_plugin_that_failed_part_way(tmp_path, smok
     argv = ["run", "--spec", json.dumps(smoke_cell_spec("fedavg", "sfa", 1)),
             "--store", str(tmp_path / "store"), "--split", str(tmp_path / "split.csv"),
             "--out", str(out / "metrics.json"), "--checkpoints", str(out / "ck")]  # fmt: skip
-    done = run(root, [sys.executable, "-m", "benchlib.cli", *argv])
+    done = run(root, [sys.executable, "-m", "benchlib.commands.cli", *argv])
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert done.stderr.startswith("error: plugin 'half_decl' (half_decl-pkg 1.2.3")

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.io import atomic_directory, current_umask, write_json_atomic, write_text_atomic
+from benchlib.primitives.io import (
+    atomic_directory,
+    current_umask,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 
 @pytest.fixture(params=[0o022, 0o002, 0o077])

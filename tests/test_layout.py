@@ -1,4 +1,4 @@
-"""One module owns the output layout: every results path comes from benchlib.layout."""
+"""One module owns the output layout: every results path comes from benchlib.primitives.layout."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from conftest import REPO
 
-from benchlib import layout
-from benchlib.spec import Cell
+from benchlib.grid.spec import Cell
+from benchlib.primitives import layout
 
 OUTPUT_ROOTS = ("results/", "tables/", "figures/", "reports/")
 
@@ -34,7 +34,9 @@ def test_no_module_but_layout_spells_an_output_path():
         for line, text in _string_starts(ast.parse(path.read_text()))
         if text.startswith(OUTPUT_ROOTS)
     ]
-    assert not offenders, "take these paths from benchlib.layout: " + "; ".join(offenders)
+    assert not offenders, "take these paths from benchlib.primitives.layout: " + "; ".join(
+        offenders
+    )
 
 
 def test_no_rule_spells_an_output_path():
@@ -49,7 +51,7 @@ def test_no_rule_spells_an_output_path():
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if quoted.search(line.split("#", 1)[0])
     ]
-    assert not offenders, f"take these paths from benchlib.layout: {offenders}"
+    assert not offenders, f"take these paths from benchlib.primitives.layout: {offenders}"
 
 
 def test_cell_paths_and_collected_csvs_round_trip():

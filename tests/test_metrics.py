@@ -10,7 +10,7 @@ import torch
 from helpers.builders import build_method
 
 from benchlib.methods.base import PeerEvaluator, PeerView
-from benchlib.metrics import accuracy, expected_calibration_error
+from benchlib.primitives.metrics import accuracy, expected_calibration_error
 
 LABELS = torch.tensor([0, 1, 2, 1])
 REF_LOGITS = torch.tensor([[2.0, 0.5, 0.1], [0.3, 1.5, 0.2], [1.0, 0.2, 0.4], [0.1, 0.2, 3.0]])
@@ -164,7 +164,7 @@ def test_empty_selection_keeps_own_model():
     ],
 )
 def test_bad_lightyear_parameters(params, message):
-    from benchlib.errors import BenchlibError
+    from benchlib.primitives.errors import BenchlibError
 
     with pytest.raises(BenchlibError, match=message):
         build_method("lightyear", params)

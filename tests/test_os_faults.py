@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib import io
-from benchlib.cli import main
+from benchlib.commands.cli import main
+from benchlib.primitives import io
 
 
 def write_metrics(path: Path) -> Path:
@@ -101,7 +101,7 @@ def test_a_full_disk_during_a_download_is_named_as_such_not_the_network(tmp_path
     from helpers.http_server import serve_directory
 
     from benchlib.data.download import RemoteFile, fetch
-    from benchlib.errors import BenchlibError
+    from benchlib.primitives.errors import BenchlibError
 
     payload = bytes(range(256)) * 4096
     root = tmp_path / "www"

@@ -1,5 +1,5 @@
-"""One declaration per parameter (benchlib.params): checks, defaults, the reference page, and
-that every pluggable thing's implementation takes exactly what it declares."""
+"""One declaration per parameter (benchlib.declarations.params): checks, defaults, the reference
+page, and that every pluggable thing's implementation takes exactly what it declares."""
 
 from __future__ import annotations
 
@@ -12,19 +12,19 @@ import pytest
 import yaml
 from conftest import REPO
 
-from benchlib.config import Config, MethodEntry
+from benchlib.commands.reference import parameter_reference
+from benchlib.configuration.config import Config, MethodEntry
 from benchlib.data.corruptions import CORRUPTION
 from benchlib.data.partition import _PARTITIONERS, partitioner_names, partitioner_params
 from benchlib.data.registry import dataset_names, get_dataset
 from benchlib.declarations.malfunctions import MALFUNCTIONS, MalfunctionSettings
-from benchlib.errors import BenchlibError
+from benchlib.declarations.params import UNSET, Param, Params, describe_type
+from benchlib.declarations.settings import SplitSettings, TrainingSettings, TransformSettings
+from benchlib.grid.spec import CellSpec
 from benchlib.methods.catalog import METHODS
 from benchlib.models.catalog import MODELS, ModelSettings
-from benchlib.params import UNSET, Param, Params, describe_type
-from benchlib.reference import parameter_reference
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import KINDS
-from benchlib.settings import SplitSettings, TrainingSettings, TransformSettings
-from benchlib.spec import CellSpec
 from benchlib.tasks.catalog import TASKS
 
 WIDGET = Params(

@@ -35,7 +35,7 @@ def run(root: Path, *argv: str) -> subprocess.CompletedProcess:
 
 MEDIAN = """
     from benchlib.methods.catalog import declare_method
-    from benchlib.params import Param
+    from benchlib.declarations.params import Param
 
     declare_method(
         "plugin_median",
@@ -50,7 +50,8 @@ MEDIAN = """
 def test_a_plugin_component_is_named_like_a_built_in_and_listed_with_its_package(tmp_path):
     fake_distribution(tmp_path, "my-plugin", "my_plugin_decl", MEDIAN)
     code = (
-        "import sys, yaml; from benchlib.config import Config; from benchlib import plugins; "
+        "import sys, yaml; from benchlib.configuration.config import Config; "
+        "from benchlib.declarations import plugins; "
         "raw = yaml.safe_load(open('config/smoke.yaml')); "
         "raw['methods']['fedavg']['method'] = 'plugin_median'; c = Config(raw); "
         "print(c.methods['fedavg']['method'], plugins.origin('method', 'plugin_median'), "
@@ -68,7 +69,7 @@ def test_a_plugin_component_is_named_like_a_built_in_and_listed_with_its_package
         benchlib.__version__,
         "False",  # a config that names a plugin's method still imports no torch
     ]
-    listing = run(tmp_path, "-m", "benchlib.cli", "plugins", "--plugins-only")
+    listing = run(tmp_path, "-m", "benchlib.commands.cli", "plugins", "--plugins-only")
     assert listing.returncode == 0, listing.stderr
     assert "installed plugins: my_plugin_decl (my-plugin 1.2.3)" in listing.stdout
     assert "method plugin_median  my-plugin 1.2.3" in listing.stdout
@@ -76,13 +77,13 @@ def test_a_plugin_component_is_named_like_a_built_in_and_listed_with_its_package
 
 def test_a_broken_plugin_stops_the_config_check_with_its_name_and_error(tmp_path):
     fake_distribution(tmp_path, "broken-plugin", "broken_decl", "import no_such_module_xyz\n")
-    done = run(tmp_path, "-m", "benchlib.cli", "check-config", "config/smoke.yaml")
+    done = run(tmp_path, "-m", "benchlib.commands.cli", "check-config", "config/smoke.yaml")
     assert done.returncode == 2
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith("error: plugin 'broken_decl' (broken-plugin 1.2.3, module broken_decl)")
     assert "ModuleNotFoundError: No module named 'no_such_module_xyz'" in line
     assert "pip uninstall broken-plugin" in line
-    listing = run(tmp_path, "-m", "benchlib.cli", "plugins")
+    listing = run(tmp_path, "-m", "benchlib.commands.cli", "plugins")
     assert listing.returncode == 1
     assert "BROKEN broken_decl (broken-plugin 1.2.3)" in listing.stdout
 
@@ -94,7 +95,7 @@ def test_a_plugin_registering_a_built_in_name_is_refused(tmp_path):
         declare_method("fedavg", "benchlib.methods.fedavg:FedAvg", "star")
     """
     fake_distribution(tmp_path, "clash-plugin", "clash_decl", source)
-    done = run(tmp_path, "-m", "benchlib.cli", "check-config", "config/smoke.yaml")
+    done = run(tmp_path, "-m", "benchlib.commands.cli", "check-config", "config/smoke.yaml")
     assert done.returncode == 2
     assert "plugin 'clash_decl'" in done.stderr and "method 'fedavg' registered twice" in (
         done.stderr
@@ -139,13 +140,20 @@ def test_a_cell_records_the_plugin_behind_its_dataset_source_and_partitioner(
     tmp_path, smoke_cell_spec
 ):
     from benchlib.data.store_checks import manifest_checksum
-    from benchlib.digest import numbers_digest
+    from benchlib.facts.digest import numbers_digest
 
     site, store, split = tmp_path / "site", tmp_path / "store", tmp_path / "split.csv"
     fake_distribution(site, "my-data-plugin", "my_data_decl", DATA_PLUGIN)
     dataset = {"dataset": "noise", "source": "plugin_noise"}
     done = run(
-        site, "-m", "benchlib.cli", "prepare", "--spec", json.dumps(dataset), "--out", str(store)
+        site,
+        "-m",
+        "benchlib.commands.cli",
+        "prepare",
+        "--spec",
+        json.dumps(dataset),
+        "--out",
+        str(store),
     )
     assert done.returncode == 0, done.stderr
     manifest = json.loads((store / "manifest.json").read_text())
@@ -156,14 +164,14 @@ def test_a_cell_records_the_plugin_behind_its_dataset_source_and_partitioner(
         split={"val": 0.2, "test": 0.2, "seed": 0},
     )
     argv = ["split", "--spec", json.dumps(dataset), "--store", str(store), "--out", str(split)]
-    done = run(site, "-m", "benchlib.cli", *argv)
+    done = run(site, "-m", "benchlib.commands.cli", *argv)
     assert done.returncode == 0, done.stderr
     # a built-in method, model and malfunction: only the data come from the plugin
     spec = dict(smoke_cell_spec("fedavg", "sfa", 1))
     spec["training"] = {**spec["training"], "rounds": 1}
 
     def provenance_and_digest(out: Path) -> tuple[dict, str]:
-        done = run(site, "-m", "benchlib.cli", *ops_run_args(spec, store, split, out))
+        done = run(site, "-m", "benchlib.commands.cli", *ops_run_args(spec, store, split, out))
         assert done.returncode == 0, done.stderr[-3000:]
         metrics = json.loads((out / "metrics.json").read_text())
         return metrics["provenance"], numbers_digest(metrics)
@@ -189,8 +197,8 @@ def test_a_cell_records_the_plugin_behind_its_dataset_source_and_partitioner(
 def test_a_recorded_source_or_partitioner_that_no_package_registers_is_named_unknown(
     smoke_cell_spec,
 ):
-    from benchlib.provenance import plugins_used
-    from benchlib.spec import CellSpec
+    from benchlib.facts.provenance import plugins_used
+    from benchlib.grid.spec import CellSpec
 
     spec = CellSpec.from_json(smoke_cell_spec("fedavg", "sfa", 1))
     assert plugins_used(spec, "mnist5k", "iid") == {"plugins": [], "plugins_unknown": []}
@@ -207,7 +215,7 @@ def test_a_recorded_source_or_partitioner_that_no_package_registers_is_named_unk
 def test_the_components_a_spec_names_include_its_task_grid_axes_and_readings(smoke_cell_spec):
     import dataclasses
 
-    from benchlib.spec import CellSpec
+    from benchlib.grid.spec import CellSpec
 
     spec = CellSpec.from_json(smoke_cell_spec("fedavg", "sfa", 1))
     axes = {"clients": 3, "reading.some_choice": "b", "ana.scale": 10.0}

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from conftest import REPO
 
-from benchlib.config import Cell, Config, load_config
-from benchlib.docs_gen import readings as readings_page
-from benchlib.errors import BenchlibError
-from benchlib.readings import READINGS, Alternative, Reading, check_reading
+from benchlib.commands.docs_gen import readings as readings_page
+from benchlib.configuration.config import Cell, Config, load_config
+from benchlib.grid.readings import READINGS, Alternative, Reading, check_reading
+from benchlib.primitives.errors import BenchlibError
 
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
 
@@ -226,8 +226,8 @@ def test_the_generated_page_lists_every_reading_with_its_default():
 def test_a_plugin_reading_is_one_declaration():
     """A reading is a registry entry: declaring one makes it a grid axis (checked, then removed
     from this process's registry)."""
-    from benchlib.axes import get_axis
-    from benchlib.readings import declare_reading
+    from benchlib.grid.axes import get_axis
+    from benchlib.grid.readings import declare_reading
 
     reading = Reading(
         name="test_q",
@@ -253,7 +253,7 @@ def test_a_plugin_reading_is_one_declaration():
 
 
 def test_check_config_counts_shared_cells_once(capsys):
-    from benchlib.cli import main
+    from benchlib.commands.cli import main
 
     main(["check-config", str(REPO / "config" / "tfl_tpt48.yaml")])
     assert capsys.readouterr().out.strip().endswith("valid; 22 experiments, 140 cells")
@@ -323,8 +323,8 @@ def test_each_tfl_reading_reaches_the_built_method(name):
     """Config -> variant experiment -> cell spec -> the TFL / DRFA object the engine builds:
     every alternative of the reading sets the attributes the method reads, the cell's recorded
     readings name it, and a method the reading does not concern shares the default's cells."""
+    from benchlib.grid.readings import cell_readings
     from benchlib.methods.base import build_method
-    from benchlib.readings import cell_readings
 
     reading = READINGS.get(name)
     assert [a.name for a in reading.alternatives] == list(BUILT[name])
@@ -355,8 +355,8 @@ def test_every_cell_records_the_alternative_of_every_reading_that_concerns_it(tm
     from helpers.task_stores import groups_split, regression_store, task_cell_spec
 
     from benchlib.fl.engine import run_cell
+    from benchlib.grid.readings import cell_readings
     from benchlib.methods.catalog import METHODS
-    from benchlib.readings import cell_readings
 
     store = regression_store(tmp_path / "store", n=80, groups=4)
     split = groups_split(store, tmp_path / "split.csv", clients=4)

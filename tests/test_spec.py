@@ -11,12 +11,12 @@ import pytest
 import yaml
 from conftest import REPO
 
-from benchlib.config import Config
-from benchlib.errors import BenchlibError
-from benchlib.forkserver.client import spec_kernels
+from benchlib.commands.forkserver.client import spec_kernels
+from benchlib.configuration.config import Config
+from benchlib.declarations.settings import TrainingSettings
+from benchlib.grid.spec import SPEC_VERSION, Cell, CellSpec, spec_schema
 from benchlib.methods.catalog import METHODS
-from benchlib.settings import TrainingSettings
-from benchlib.spec import SPEC_VERSION, Cell, CellSpec, spec_schema
+from benchlib.primitives.errors import BenchlibError
 
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
 
@@ -35,11 +35,11 @@ def test_the_json_form_round_trips_and_keeps_its_hash(spec):
 
 
 def test_the_hash_covers_the_canonical_json_that_metrics_json_records(spec):
-    """The bytes every recorded hash was taken of (benchlib.io's canonical JSON), without the
-    settings that only watch a run: a new hash would rerun every finished cell."""
+    """The bytes every recorded hash was taken of (benchlib.primitives.io's canonical JSON), without
+    the settings that only watch a run: a new hash would rerun every finished cell."""
     import hashlib
 
-    from benchlib.io import dumps_json
+    from benchlib.primitives.io import dumps_json
 
     recorded = json.loads(spec.to_json())
     recorded["training"].pop("tensorboard")

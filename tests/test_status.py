@@ -18,17 +18,17 @@ from pathlib import Path
 import pytest
 from conftest import OPS_EXPERIMENT, OPS_TABLE, ops_config, ops_write_config
 
-from benchlib.cli import main
-from benchlib.config import Cell, load_config
-from benchlib.fl.engine import run_cell
-from benchlib.fl.progress import progress_path, read_progress
-from benchlib.status import (
+from benchlib.commands.cli import main
+from benchlib.commands.status import (
     STALE_MIN_SECONDS,
     _runs_snakemake,
     grid_status,
     snakemake_keys,
     snakemake_processes,
 )
+from benchlib.configuration.config import Cell, load_config
+from benchlib.fl.engine import run_cell
+from benchlib.fl.progress import progress_path, read_progress
 
 ROUNDS = 3
 DONE = Cell(OPS_EXPERIMENT, "none", "fedavg", 0, 0)

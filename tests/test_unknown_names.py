@@ -10,8 +10,8 @@ import pytest
 import yaml
 from conftest import REPO
 
-from benchlib.config import Config
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Config
+from benchlib.primitives.errors import BenchlibError
 
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
 

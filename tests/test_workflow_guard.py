@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO, ops_snakemake_argv, tool_env
 
-from benchlib.errors import BenchlibError
-from benchlib.workflow_guard import _ancestors, check_config_files, concurrent_note
+from benchlib.commands.workflow_guard import _ancestors, check_config_files, concurrent_note
+from benchlib.primitives.errors import BenchlibError
 
 SMOKE = REPO / "config" / "smoke.yaml"
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from benchlib.errors import BenchlibError
-from benchlib.yaml_load import MAX_VALUES, expanded_size, load_yaml, load_yaml_file
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.yaml_load import MAX_VALUES, expanded_size, load_yaml, load_yaml_file
 
 
 def test_duplicate_keys_name_both_lines():
@@ -68,7 +68,7 @@ def test_syntax_errors_name_the_line():
 
 
 def test_typed_scalars_reads_string_leaves_as_yaml_would():
-    from benchlib.yaml_load import typed_scalars
+    from benchlib.primitives.yaml_load import typed_scalars
 
     given = {
         "k": ["0", "1"],

@@ -19,13 +19,13 @@ from conftest import REPO, benchlib_exe, tool_env
 from helpers.paths import GOLDEN
 
 from benchlib import __version__
-from benchlib.config import Config, load_config_file
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Config, load_config_file
+from benchlib.configuration.targets import all_targets
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import KINDS, get_kind
 from benchlib.report.collect import collect
 from benchlib.report.kinds.common.robustness_figure import robustness_frame
 from benchlib.report.statistics.table import MetricDisplay
-from benchlib.targets import all_targets
 
 MALFUNCTIONS = ["ana", "sfa", "random", "dynamic"]
 

@@ -107,7 +107,7 @@ def test_robustness_table_ci_option_by_hand() -> None:
     import pandas as pd
     from conftest import REPO
 
-    from benchlib.config import load_config_file
+    from benchlib.configuration.config import load_config_file
     from benchlib.report.kinds.common.robustness_table import render_table
     from benchlib.report.statistics.table import MetricDisplay
 

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from benchlib.declarations.settings import TrainingSettings
 from benchlib.fl.batched import BatchedClients, why_not_batched
 from benchlib.methods.base import Method, TrainingContext
 from benchlib.models.vectors import ParamLayout
-from benchlib.settings import TrainingSettings
 
 LOG = logging.getLogger("benchlib")
 

@@ -27,10 +27,10 @@ from typing import Any
 import torch
 
 from benchlib.declarations.malfunctions import MALFUNCTIONS
-from benchlib.errors import BenchlibError
+from benchlib.declarations.registry import import_object
 from benchlib.fl.rng import torch_generator
-from benchlib.registry import import_object
-from benchlib.seeding import derive_seed, numpy_rng
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.seeding import derive_seed, numpy_rng
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ def save_figure(figure: Any, pdf: Path, png: Path | None = None, *, tight: bool 
     """
     import matplotlib.pyplot as plt
 
-    from benchlib.io import write_with_atomic
+    from benchlib.primitives.io import write_with_atomic
 
     bbox: dict[str, Any] = {"bbox_inches": "tight"} if tight else {}
     write_with_atomic(

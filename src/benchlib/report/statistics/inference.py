@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib.errors import require
+from benchlib.primitives.errors import require
 
 CONFIDENCE = 0.95
 RESAMPLES = 9999

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from benchlib.errors import require
+from benchlib.primitives.errors import require
 
 if TYPE_CHECKING:  # imported where used: the kind module is imported at workflow parse
     import numpy as np

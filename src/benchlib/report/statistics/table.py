@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchlib.declarations.malfunctions import NO_MALFUNCTION
-from benchlib.errors import require
-from benchlib.params import Param
+from benchlib.declarations.params import Param
+from benchlib.primitives.errors import require
 
 if TYPE_CHECKING:  # pandas is imported where it is used: Snakemake imports this module at parse
     import pandas as pd

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
 from benchlib.declarations.malfunctions import NO_MALFUNCTION
-from benchlib.errors import BenchlibError, require
-from benchlib.io import loads_json
+from benchlib.primitives import layout
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import loads_json
 from benchlib.report.base import ReportKind, check_known, check_outputs
 from benchlib.report.figures import save_figure
 from benchlib.report.statistics.table import per_round_stats

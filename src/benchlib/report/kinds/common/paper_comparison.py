@@ -32,12 +32,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
 from benchlib.data.paths import resolve_input_path
-from benchlib.errors import require
-from benchlib.limits import MAX_RESAMPLES
-from benchlib.paper_configs import added_methods
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.grid.paper_configs import added_methods
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
+from benchlib.primitives.limits import MAX_RESAMPLES
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -525,7 +525,7 @@ class PaperComparison(ReportKind):
         ]
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        from benchlib.io import write_text_atomic
+        from benchlib.primitives.io import write_text_atomic
 
         check_outputs(self, outputs)
         require(

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
-from benchlib.errors import require
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
 
 # how far a run is from the paper: stated in the first lines of every comparison report
 SCALES = {

@@ -15,11 +15,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
-from benchlib.errors import require
-from benchlib.limits import MAX_RESAMPLES
-from benchlib.paper_configs import added_methods
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.grid.paper_configs import added_methods
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
+from benchlib.primitives.limits import MAX_RESAMPLES
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -389,7 +389,7 @@ class RankingFigure(ReportKind):
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         import pandas as pd
 
-        from benchlib.io import write_with_atomic
+        from benchlib.primitives.io import write_with_atomic
 
         check_outputs(self, outputs)
         require(bool(inputs), "ranking reads collected CSVs; pass --collected CSV...")

@@ -1,8 +1,8 @@
-"""Readings report (``reports/<name>.md`` and ``.pdf``): one paper table under every combination
-of the readings its experiments sweep (``axes: {reading.<name>: [...]}``, see
-:mod:`benchlib.readings`), side by side: per column and reading ours per method with a bootstrap
-CI over the cells (experiment x seed), Kendall's tau of our method order against the paper's,
-and paired tests along the paper's order (each method against the next one the paper ranks
+"""Readings report (``reports/<name>.md`` and ``.pdf``): one paper table under every combination of
+the readings its experiments sweep (``axes: {reading.<name>: [...]}``, see
+:mod:`benchlib.grid.readings`), side by side: per column and reading ours per method with a
+bootstrap CI over the cells (experiment x seed), Kendall's tau of our method order against the
+paper's, and paired tests along the paper's order (each method against the next one the paper ranks
 below it). It says plainly which readings, if any, reproduce the paper's order. Config entry::
 
     reports:
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchlib.data.paths import resolve_input_path
-from benchlib.errors import require
-from benchlib.limits import MAX_RESAMPLES
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import require
+from benchlib.primitives.limits import MAX_RESAMPLES
 from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
 from benchlib.report.kinds.common.paper_columns_report import diverged_labels, ours_per_method
 from benchlib.report.kinds.common.paper_tables import (
@@ -242,7 +242,7 @@ def _digits(metric: str) -> int:
 
 def markdown(spec: dict[str, Any], results: list[dict[str, Any]], figure: str) -> str:
     """The report text from the per-reading results of :func:`evaluate`."""
-    from benchlib.readings import READINGS
+    from benchlib.grid.readings import READINGS
 
     confidence = round(100 * spec["confidence"])
     swept = list(results[0]["readings"])
@@ -267,7 +267,8 @@ def markdown(spec: dict[str, Any], results: list[dict[str, Any]], figure: str) -
         f"**{conclusion(summary, criterion)}**",
         "",
         *([diverged_cells_note(diverged), ""] if diverged else []),
-        f"Readings swept ({len(results)} combinations; declared in `benchlib.readings`, listed "
+        f"Readings swept ({len(results)} combinations; declared in "
+        "`benchlib.grid.readings`, listed "
         "with the paper's words in docs/papers/readings.md; chosen before any run):",
         "",
     ]
@@ -536,7 +537,7 @@ class Readings(ReportKind):
         return [spec["paper_values"], *dict.fromkeys(files)]
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        from benchlib.io import write_text_atomic
+        from benchlib.primitives.io import write_text_atomic
 
         check_outputs(self, outputs)
         names = self.inputs(spec)

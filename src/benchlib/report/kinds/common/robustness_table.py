@@ -16,10 +16,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import __version__, layout
-from benchlib.errors import require
-from benchlib.limits import MAX_RESAMPLES
-from benchlib.params import Param, Params
+from benchlib import __version__
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
+from benchlib.primitives.limits import MAX_RESAMPLES
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -253,7 +254,7 @@ class RobustnessTable(ReportKind):
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         import pandas as pd
 
-        from benchlib.io import write_text_atomic
+        from benchlib.primitives.io import write_text_atomic
 
         check_outputs(self, outputs)
         require(len(inputs) == 1, "robustness_table reads one collected CSV; pass --collected CSV")

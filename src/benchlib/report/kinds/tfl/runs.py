@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from benchlib.errors import require
-from benchlib.params import Param
+from benchlib.declarations.params import Param
+from benchlib.primitives.errors import require
 from benchlib.report.base import check_experiments, derived_param, required_param
 from benchlib.report.kinds.common.history import read_json
 from benchlib.report.statistics.table import METRIC_PATTERN
