@@ -158,10 +158,8 @@ def test_the_batching_setting_travels_as_the_page_says_also_under_the_fork_serve
     with pytest.raises(Decided):
         traced(walk, lambda: cli.cmd_run(args))
     assert decisions == [None]  # "off": the clients train one after another
-    assert walk.checks == [
-        "configuration/config.py",
-        "grid/spec.py",
-    ]  # one in each process that builds it
+    # one check in each process that builds it
+    assert walk.checks == ["configuration/config.py", "grid/spec.py"]
     files, counts = documented("training.client_batching")
     assert walk.files == files, sorted(walk.files)
     assert counts == {

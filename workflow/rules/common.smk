@@ -8,10 +8,10 @@ import sys
 
 import benchlib.primitives.layout as layout
 from benchlib.configuration.config import Config, Cell, NO_MALFUNCTION
+from benchlib.configuration.targets import report_names
 from benchlib.data.registry import get_dataset
 from benchlib.primitives.errors import BenchlibError
 from benchlib.primitives.weights import weights_path, weights_url
-from benchlib.configuration.targets import report_names
 from benchlib.primitives.yaml_load import typed_scalars
 from snakemake.utils import update_config
 
