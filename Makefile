@@ -89,7 +89,8 @@ format: $(STAMP)
 
 # The generated pages of docs/: the module map (docs/develop/modules.md, from the module
 # docstrings), the components (docs/guide/components.md, from the registries) and the parameter
-# reference (docs/guide/parameters.md); tests/test_docs_gen.py fails when one is out of date.
+# reference (docs/guide/parameters.md); tests/commands/test_docs_gen.py fails when one is out of
+# date.
 docs: $(STAMP)
 	benchlib docs
 

@@ -1,8 +1,8 @@
 """Classification and regression metrics on a cell's outputs, and the calibration error.
 
 Macro precision/recall/F1, ROC-AUC, MSE and MAE follow torchmetrics' definitions and float
-operations exactly (tests/test_metrics.py compares the bytes), so a cell scores as it did with
-torchmetrics without importing it: torchmetrics loads torchvision, matplotlib and scipy, over a
+operations exactly (tests/primitives/test_metrics.py compares the bytes), so a cell scores as it did
+with torchmetrics without importing it: torchmetrics loads torchvision, matplotlib and scipy, over a
 second of CPU at every cell's start.
 """
 
