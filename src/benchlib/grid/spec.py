@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +45,12 @@ WATCH_KEYS = ("tensorboard", "verify_store")
 
 
 def parse_spec(text: str) -> dict[str, Any]:
-    """A step's ``--spec``: a JSON object given inline or as ``@path``; one error line when it
-    is not one."""
-    if text.startswith("@"):
+    """A step's ``--spec``: a JSON object given inline, as ``@path`` or as ``@-`` (standard
+    input: the workflow pipes a report's spec, which can outgrow the 128 KiB the kernel allows
+    one command-line argument); one error line when it is not one."""
+    if text == "@-":
+        text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    elif text.startswith("@"):
         path = Path(text[1:])
         if not path.is_file():
             raise BenchlibError(f"spec file {path} not found")
