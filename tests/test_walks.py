@@ -22,10 +22,10 @@ import pytest
 import yaml
 from conftest import REPO
 
-from benchlib.config import Config
-from benchlib.forkserver.client import spec_kernels
-from benchlib.settings import TrainingSettings
-from benchlib.spec import Cell, CellSpec
+from benchlib.commands.forkserver.client import spec_kernels
+from benchlib.configuration.config import Config
+from benchlib.declarations.settings import TrainingSettings
+from benchlib.grid.spec import Cell, CellSpec
 
 SRC = REPO / "src" / "benchlib"
 PAGE = REPO / "docs" / "develop" / "architecture.md"
@@ -118,8 +118,8 @@ class Decided(Exception):
 def test_the_batching_setting_travels_as_the_page_says_also_under_the_fork_server(
     walk, mnist_store, smoke_split, tmp_path, monkeypatch
 ):
-    from benchlib import cli
-    from benchlib.config import load_config
+    from benchlib.commands import cli
+    from benchlib.configuration.config import load_config
     from benchlib.fl import engine
 
     raw = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
@@ -130,10 +130,10 @@ def test_the_batching_setting_travels_as_the_page_says_also_under_the_fork_serve
     # Snakemake: the config loads (YAML -> typed), the rule's params (typed -> JSON)
     config = traced(walk, lambda: load_config(path))
     text = traced(walk, lambda: config.cell_spec(cell).to_json())
-    assert walk.checks == ["config.py"] and (walk.typed, walk.json) == (1, 1)
+    assert walk.checks == ["configuration/config.py"] and (walk.typed, walk.json) == (1, 1)
     # the fork-server client reads the one key it needs and builds, checks and writes nothing
     assert traced(walk, lambda: spec_kernels(text)) == "portable"
-    assert walk.checks == ["config.py"] and (walk.typed, walk.json) == (1, 1)
+    assert walk.checks == ["configuration/config.py"] and (walk.typed, walk.json) == (1, 1)
     # benchlib run (a fresh process or the forked child): the command, JSON -> typed, up to
     # the engine's decision
     decisions = []
@@ -158,7 +158,8 @@ def test_the_batching_setting_travels_as_the_page_says_also_under_the_fork_serve
     with pytest.raises(Decided):
         traced(walk, lambda: cli.cmd_run(args))
     assert decisions == [None]  # "off": the clients train one after another
-    assert walk.checks == ["config.py", "spec.py"]  # one in each process that builds it
+    # one check in each process that builds it
+    assert walk.checks == ["configuration/config.py", "grid/spec.py"]
     files, counts = documented("training.client_batching")
     assert walk.files == files, sorted(walk.files)
     assert counts == {

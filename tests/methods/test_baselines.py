@@ -16,16 +16,16 @@ from scipy.spatial.distance import cdist
 from sklearn.cluster import AgglomerativeClustering
 from torch import nn
 
-from benchlib.errors import BenchlibError
+from benchlib.declarations.settings import TrainingSettings
 from benchlib.fl.data import BatchSource, ClientData
 from benchlib.fl.engine import LocalTraining
 from benchlib.fl.optim import build_optimizer
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.asmr import outlier_factors
 from benchlib.methods.base import PeerEvaluator, PeerView, StarRound
 from benchlib.methods.cfl import optimal_bipartition
 from benchlib.methods.robust_utils import proximal_hook
-from benchlib.settings import TrainingSettings
+from benchlib.models.vectors import ParamLayout
+from benchlib.primitives.errors import BenchlibError
 from benchlib.tasks import get_task
 
 BIG = 1e30

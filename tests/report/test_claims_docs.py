@@ -1,12 +1,12 @@
 """The generated verdict blocks at the end of docs/papers/<paper>.md equal what the claims report
-computes now from the committed collected results (python -m benchlib.report.claims_docs)."""
+computes now from the committed collected results (python -m benchlib.commands.claims_docs)."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import REPO
 
-from benchlib.report.claims_docs import END, RUNS, block, current_block, with_block
+from benchlib.commands.claims_docs import END, RUNS, block, current_block, with_block
 
 
 @pytest.mark.parametrize("paper", sorted(RUNS))
@@ -14,7 +14,7 @@ def test_paper_page_block_is_current(paper: str) -> None:
     text = (REPO / "docs" / "papers" / f"{paper}.md").read_text()
     assert current_block(text) == block(REPO, paper), (
         f"docs/papers/{paper}.md: its claims block is out of date; run "
-        "python -m benchlib.report.claims_docs"
+        "python -m benchlib.commands.claims_docs"
     )
     assert text.rstrip("\n").endswith(END)  # appended at the very end of the page
 

@@ -12,7 +12,7 @@ import sys
 
 from conftest import REPO
 
-from benchlib.spec import parse_spec
+from benchlib.grid.spec import parse_spec
 
 BIG = json.dumps({"files": ["results/runs/x/none/tfl/k0/seed0/metrics.json"] * 4000})
 REPORT_COMMANDS = re.compile(r"benchlib (report|report-status) ")
@@ -33,7 +33,7 @@ def test_the_big_spec_is_over_the_argument_limit(tmp_path) -> None:
 def test_a_piped_spec_arrives_whole(tmp_path) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(BIG)
-    read = "from benchlib.spec import parse_spec; print(len(parse_spec('@-')['files']))"
+    read = "from benchlib.grid.spec import parse_spec; print(len(parse_spec('@-')['files']))"
     script = 's=$(cat "$1"); printf %s "$s" | "$2" -c "$3"'
     piped = subprocess.run(
         ["bash", "-c", script, "_", str(spec), sys.executable, read],

@@ -1,5 +1,5 @@
 """Optimizers and losses by name, built from the optimizer's own training fields
-(:meth:`benchlib.settings.TrainingSettings.optimizer_fields`)."""
+(:meth:`benchlib.declarations.settings.TrainingSettings.optimizer_fields`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 OptimizerBuilder = Callable[[list[nn.Parameter], float, float, float], torch.optim.Optimizer]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from benchlib.params import (
+from benchlib.declarations.params import (
     BOOLEAN,
     COUNT,
     NO_PARAMS,
@@ -23,7 +23,7 @@ from benchlib.params import (
     Param,
     Params,
 )
-from benchlib.registry import Registry
+from benchlib.declarations.registry import Registry
 
 VARIANT = Param(
     {"enum": ["paper", "authors"]},
