@@ -57,7 +57,7 @@ demo-golden: $(STAMP)
 	cp figures/mnist5k_robustness.png docs/img/demo_mnist5k_robustness.png
 	cp figures/mnist5k_ranking.png docs/img/demo_mnist5k_ranking.png
 	benchlib docs
-	$(BIN)/python -m benchlib.report.claims_docs
+	$(BIN)/python -m benchlib.commands.claims_docs
 
 # After a change that is meant to change the demo's numbers: rewrite the reference digest from a
 # finished `make demo` (portable CPU kernels) and commit it with the change.
@@ -89,7 +89,8 @@ format: $(STAMP)
 
 # The generated pages of docs/: the module map (docs/develop/modules.md, from the module
 # docstrings), the components (docs/guide/components.md, from the registries) and the parameter
-# reference (docs/guide/parameters.md); tests/test_docs_gen.py fails when one is out of date.
+# reference (docs/guide/parameters.md); tests/commands/test_docs_gen.py fails when one is out of
+# date.
 docs: $(STAMP)
 	benchlib docs
 
@@ -123,8 +124,8 @@ bench: $(STAMP)
 # with GPU utilisation.
 GPU_PYTHON ?= python3
 bench-gpu:
-	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench scale --device cuda
-	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.cli bench stream --gb 8 --device cuda
+	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.commands.cli bench scale --device cuda
+	PYTHONPATH=src $(GPU_PYTHON) -m benchlib.commands.cli bench stream --gb 8 --device cuda
 
 clean:
 	rm -rf results/data results/splits results/runs results/checkpoints results/collected

@@ -1,8 +1,8 @@
 """Two facts a ``pip install`` of this folder bundles into the package (pyproject.toml has the
 rest): benchlib's own configs (``config/`` as ``benchlib/_home/config``, so paper grids, paper
-values and reference digests resolve wherever benchlib runs: benchlib.home), and where the code
+values and reference digests resolve wherever benchlib runs: benchlib.primitives.home), and where the code
 came from (``benchlib/_origin.json``: the git commit of the clone it was built from, and whether
-the clone had uncommitted changes; benchlib.provenance). An editable install needs neither: it
+the clone had uncommitted changes; benchlib.facts.provenance). An editable install needs neither: it
 runs from the checkout itself."""
 
 import json

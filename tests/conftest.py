@@ -1,13 +1,15 @@
 """Shared fixtures: a prepared mnist5k store, its split, and tiny cell specs.
 
-The whole suite computes with portable (AVX2) CPU kernels whatever the host, so stored numbers
-match on AVX2 and AVX-512 machines alike: the caps are set here, before anything imports torch
-or numpy, and inherited by every subprocess (tests/test_cpu_kernels.py checks they took effect).
+The whole suite computes with portable (AVX2) CPU kernels whatever the host, so stored numbers match
+on AVX2 and AVX-512 machines alike: the caps are set here, before anything imports torch or numpy,
+and inherited by every subprocess (tests/primitives/test_cpu_kernels.py checks they took effect).
 """
 
 from __future__ import annotations
 
-from benchlib import cpu_kernels  # torch-free; must come before any torch or numpy import
+from benchlib.primitives import (
+    cpu_kernels,  # torch-free; must come before any torch or numpy import
+)
 
 if not cpu_kernels.apply("portable"):
     raise RuntimeError(
@@ -27,7 +29,7 @@ import pytest
 import torch
 import yaml
 
-from benchlib.config import Cell, load_config
+from benchlib.configuration.config import Cell, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = REPO / ".venv" / "bin"
@@ -48,7 +50,7 @@ SHARED_RUN_MODULES = {
     "tests/workflow/test_slurm_workflow.py": "ops_reference_run",
     "tests/workflow/test_resume.py": "ops_reference_run",
     "tests/workflow/test_resource_benchmarks.py": "ops_reference_run",
-    "tests/test_status.py": "ops_reference_run",
+    "tests/commands/test_status.py": "ops_reference_run",
 }
 
 

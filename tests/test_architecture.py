@@ -26,8 +26,28 @@ def test_contracts_are_configured_and_count_type_checking_imports():
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
     assert config["root_package"] == "benchlib"
     assert config.get("exclude_type_checking_imports", False) is False
-    sources = {c["source_modules"][0] for c in config["contracts"]}
-    assert {"benchlib.methods", "benchlib.report", "benchlib.models", "benchlib.metrics"} <= sources
+    sources = {c["source_modules"][0] for c in config["contracts"] if "source_modules" in c}
+    assert {
+        "benchlib.methods",
+        "benchlib.report",
+        "benchlib.models",
+        "benchlib.primitives.metrics",
+    } <= sources
+
+
+def test_the_rooms_keep_their_floors_as_the_architecture_page_shows_them():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    assert contract["containers"] == ["benchlib"] and contract["exhaustive"] is True
+    assert len(contract.get("ignore_imports", [])) <= 1, "at most one import may point upward"
+    floors = [sorted(re.split(r"\s*[|:]\s*", layer.strip())) for layer in contract["layers"]]
+    page = (REPO / "docs" / "develop" / "architecture.md").read_text()
+    section = page.split("\n## Module map\n")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| [^|`]+ \| ((?:`\w+/`(?:, )?)+) \|", section, flags=re.M)
+    assert [sorted(re.findall(r"`(\w+)/`", row)) for row in rows] == floors
+    # no module lies flat at the top: every one is in the room of its floor
+    top = REPO / "src" / "benchlib"
+    assert sorted(p.name for p in top.glob("*.py")) == ["__init__.py"]
 
 
 RULE_FILES = [
@@ -53,7 +73,7 @@ def test_parse_time_contract_is_exactly_what_the_rule_files_import():
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
     (contract,) = [c for c in config["contracts"] if c["name"].startswith("parse-time")]
     imported = rule_file_imports()
-    assert "benchlib.config" in imported  # the pattern finds the rule files' imports
+    assert "benchlib.configuration.config" in imported  # the pattern finds the rule files' imports
     assert set(contract["source_modules"]) == imported, (
         f"set the parse-time contract's source_modules in pyproject.toml to {sorted(imported)}"
     )
@@ -126,33 +146,33 @@ CONFIG_RECEIVERS = {"spec", "params", "exp", "ds", "dataset", "entry", "model", 
                     "training", "options", "settings", "raw", "row", "panel", "config"}  # fmt: skip
 # fmt: off
 CONFIG_FALLBACKS = {
-    ("bench/cells.py", "raw.get('axes', {})"):
+    ("commands/bench/cells.py", "raw.get('axes', {})"):
         "a benchmark's partial spec, not a config: the fill site of the keys a bench leaves out",
-    ("bench/cells.py", "raw.get('held_out', ())"):
+    ("commands/bench/cells.py", "raw.get('held_out', ())"):
         "a benchmark's partial spec, not a config: the fill site of the keys a bench leaves out",
-    ("bench/cells.py", "raw.get('plugins', {})"):
+    ("commands/bench/cells.py", "raw.get('plugins', {})"):
         "a benchmark's partial spec, not a config: the fill site of the keys a bench leaves out",
-    ("bench/cells.py", "raw.get('task', 'classification')"):
+    ("commands/bench/cells.py", "raw.get('task', 'classification')"):
         "a benchmark's partial spec, not a config: the fill site of the keys a bench leaves out",
-    ("docs_gen.py", "section.get('required', ())"):
+    ("commands/docs_gen.py", "section.get('required', ())"):
         "reads the config schema's file, not a config: a section without required keys omits it",
     ("models/catalog.py", "model.get('init', MODEL_INIT.default)"):
         "the fill site of a model section: reads the declared default",
-    ("config.py", "ds.get('params', {})"):
+    ("configuration/config.py", "ds.get('params', {})"):
         "checks the file's own entry before its params are filled on the next line",
-    ("config.py", "ds.get('task', DEFAULT_TASK)"):
+    ("configuration/config.py", "ds.get('task', DEFAULT_TASK)"):
         "the fill site of a dataset entry (DatasetEntry.from_config): the default task",
-    ("config.py", "ds.get('label', name)"):
+    ("configuration/config.py", "ds.get('label', name)"):
         "the fill site of a dataset entry: tables name a dataset by its id by default",
-    ("config.py", "ds.get('held_out', ())"):
+    ("configuration/config.py", "ds.get('held_out', ())"):
         "the fill site of a dataset entry: no held-out clients by default",
-    ("cli.py", "spec.get('task', DEFAULT_TASK)"):
+    ("commands/cli.py", "spec.get('task', DEFAULT_TASK)"):
         "benchlib prepare takes a hand-written --spec too; the same constant the config fills",
-    ("html_report.py", "spec.get('title', tex.stem)"):
+    ("commands/html_report.py", "spec.get('title', tex.stem)"):
         "benchlib table-html --settings is optional and may be hand-written",
-    ("html_report.py", "spec.get('settings', {})"):
+    ("commands/html_report.py", "spec.get('settings', {})"):
         "benchlib table-html --settings is optional and may be hand-written",
-    ("html_report.py", "spec.get('title', 'Targets')"):
+    ("commands/html_report.py", "spec.get('title', 'Targets')"):
         "benchlib report-status --spec may be hand-written",
     ("report/base.py", "config.experiments[experiment].get('title', experiment)"):
         "an experiment's title is optional (browse shows untitled ones by id); its one fallback",
@@ -185,9 +205,9 @@ CONFIG_FALLBACKS = {
         "optional override of the masks CSV's URL (declared unset), as for every remote file",
     ("data/sources/isic2019.py", "params.get('store_side', side)"):
         "declared unset: absent means the stored side equals the preprocessing side",
-    ("axes.py", "section.get(malfunction, {})"):
+    ("grid/axes.py", "section.get(malfunction, {})"):
         "merges a grid axis value into a malfunction section the file may not have",
-    ("config.py", "exp['cell_experiments'].get(method, experiment)"):
+    ("configuration/config.py", "exp['cell_experiments'].get(method, experiment)"):
         "only reading axes share cells: a method without an entry runs in its own experiment",
 }
 # fmt: on

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, tool_env
 
-from benchlib.cli import build_parser, main
+from benchlib.commands.cli import build_parser, main
 
 # generated pages last: a command only they show (from a docstring) is checked as a mention
 GENERATED = (
@@ -370,7 +370,7 @@ def schema_keys(schema: dict, prefix: str = "") -> set[str]:
 
 
 def test_the_config_page_names_every_key_of_the_schema():
-    from benchlib.config import schema
+    from benchlib.configuration.config import schema
 
     page = (REPO / "docs" / "guide" / "configs.md").read_text()
     keys = schema_keys(schema())

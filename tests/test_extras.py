@@ -12,7 +12,7 @@ import pytest
 from conftest import ops_benchlib, ops_run_args, tool_env
 from helpers.task_stores import groups_split, segmentation_store, task_cell_spec
 
-from benchlib.errors import EXTRAS
+from benchlib.primitives.errors import EXTRAS
 
 pytestmark = pytest.mark.slow
 

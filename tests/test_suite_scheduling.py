@@ -37,7 +37,7 @@ def test_the_scheduler_puts_a_shared_run_s_modules_in_one_unit():
     scope = scheduler._split_scope
     assert scope("tests/workflow/test_workflow_smoke.py::test_a") == "smoke_run"
     assert scope("tests/report/test_report_browser.py::test_b[x::y]") == "smoke_run"
-    assert scope("tests/test_status.py::test_c") == "ops_reference_run"
-    assert scope("tests/test_axes.py::test_d") == "tests/test_axes.py"
+    assert scope("tests/commands/test_status.py::test_c") == "ops_reference_run"
+    assert scope("tests/grid/test_axes.py::test_d") == "tests/grid/test_axes.py"
     other = {"dist": "load", "tx": ["2*popen"]}
     assert pytest_xdist_make_scheduler(SimpleNamespace(getvalue=other.get), log=None) is None

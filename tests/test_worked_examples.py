@@ -22,14 +22,14 @@ import yaml
 from conftest import REPO
 from helpers.builders import build_method
 
-from benchlib.config import Cell, Config
+from benchlib.configuration.config import Cell, Config
 from benchlib.data.registry import get_dataset
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store
+from benchlib.declarations.params import Param
 from benchlib.fl.engine import run_cell
 from benchlib.methods.base import StarRound
 from benchlib.methods.catalog import METHODS, declare_method
-from benchlib.params import Param
 
 EXAMPLE = REPO / "tests" / "examples" / "coordinate_median.py"
 DOC = REPO / "docs" / "develop" / "architecture.md"

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from benchlib.claims import load_claims_file
+from benchlib.grid.claims import load_claims_file
 
 CLAIMS = REPO / "config" / "claims"
 PAPERS = REPO.parent / "shared" / "papers"

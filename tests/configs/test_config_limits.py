@@ -1,6 +1,6 @@
-"""Upper bounds on the config's counts (benchlib.limits): an absurd value stops the config with
-one line naming the key, the value, the bound and the fix, and every bound lies far above the
-paper configs' settings."""
+"""Upper bounds on the config's counts (benchlib.primitives.limits): an absurd value stops the
+config with one line naming the key, the value, the bound and the fix, and every bound lies far
+above the paper configs' settings."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 import yaml
 from conftest import REPO
 
-from benchlib import limits
-from benchlib.config import Cell, Config, load_config
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Cell, Config, load_config
+from benchlib.primitives import limits
+from benchlib.primitives.errors import BenchlibError
 
 SMOKE = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
 HUGE = 10**12
@@ -153,7 +153,7 @@ def test_every_bound_lies_far_above_the_paper_settings(path: Path) -> None:
 
 def test_a_cell_spec_over_a_bound_names_the_fix() -> None:
     """`benchlib run --spec` validates the cell's own settings: the same bound, the same fix."""
-    from benchlib.spec import CellSpec
+    from benchlib.grid.spec import CellSpec
 
     spec = Config(copy.deepcopy(SMOKE)).cell_spec(Cell("smoke", "sfa", "fedavg", 0, 0)).to_dict()
     spec["training"]["rounds"] = HUGE

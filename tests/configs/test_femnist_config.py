@@ -15,11 +15,11 @@ from helpers.builders import build_model
 from helpers.paths import GOLDEN
 
 from benchlib import __version__
-from benchlib.config import Config, load_config, load_config_file
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Config, load_config, load_config_file
+from benchlib.grid.paper_configs import load_paper_config
 from benchlib.methods.base import method_names
-from benchlib.paper_configs import load_paper_config
-from benchlib.report.kinds.lightyear.robustness_table import render_table
+from benchlib.primitives.errors import BenchlibError
+from benchlib.report.kinds.common.robustness_table import render_table
 from benchlib.report.kinds.lightyear.training_details import (
     format_number,
     render_training_details,

@@ -13,8 +13,9 @@ import pytest
 from conftest import REPO
 from helpers.paths import GOLDEN
 
-from benchlib.config import Config, load_config_file
-from benchlib.paper_configs import load_paper_config
+from benchlib.configuration.config import Config, load_config_file
+from benchlib.configuration.targets import all_targets
+from benchlib.grid.paper_configs import load_paper_config
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.common.paper_comparison import (
     compare_frame,
@@ -22,7 +23,6 @@ from benchlib.report.kinds.common.paper_comparison import (
     method_by_reading,
     reading_summary,
 )
-from benchlib.targets import all_targets
 
 DATASETS = ("femnist", "camelyon17", "isic19", "ultrasound", "xray")
 MALFUNCTIONS = ("ana", "sfa", "random", "dynamic")

@@ -15,10 +15,10 @@ import yaml
 from conftest import REPO, benchlib_exe, tool_env
 
 from benchlib import __version__
-from benchlib.config import Config, load_config_file
-from benchlib.errors import BenchlibError
-from benchlib.paper_configs import load_paper_config, load_raw_config, merge_configs
-from benchlib.targets import all_targets
+from benchlib.configuration.config import Config, load_config_file
+from benchlib.configuration.targets import all_targets
+from benchlib.grid.paper_configs import load_paper_config, load_raw_config, merge_configs
+from benchlib.primitives.errors import BenchlibError
 
 PAPER = REPO / "config" / "paper"
 
@@ -248,7 +248,7 @@ def test_training_details_renders_from_the_default_config(tmp_path):
 def test_config_files_parse_to_the_same_values_with_libyaml():
     """The strict loader (libyaml's parser where available) reads every shipped config, the
     paper grids and the config schema exactly as yaml.safe_load does."""
-    from benchlib.yaml_load import load_yaml
+    from benchlib.primitives.yaml_load import load_yaml
 
     files = [*sorted((REPO / "config").rglob("*.yaml")), *(REPO / "src").rglob("*.schema.yaml")]
     assert len(files) >= 6 and PAPER / "tfl.yaml" in files
@@ -259,7 +259,7 @@ def test_config_files_parse_to_the_same_values_with_libyaml():
 
 # --------------------------------------------------- your methods on the paper grids
 def test_add_methods_appends_to_the_named_experiments_or_all():
-    from benchlib.paper_configs import added_methods, with_added_methods
+    from benchlib.grid.paper_configs import added_methods, with_added_methods
 
     shared = ["a", "b"]  # a YAML alias: both experiments hold the same list
     raw = part(
@@ -277,7 +277,7 @@ def test_add_methods_appends_to_the_named_experiments_or_all():
 
 
 def test_add_methods_errors_are_one_line():
-    from benchlib.paper_configs import with_added_methods
+    from benchlib.grid.paper_configs import with_added_methods
 
     raw = part(methods={"a": {}}, experiments={"femnist": {"methods": ["a"]}})
     with pytest.raises(BenchlibError, match=r"add_methods\.mine: method .mine. is not defined"):
@@ -287,7 +287,7 @@ def test_add_methods_errors_are_one_line():
 
 
 def test_paper_grids_lays_the_config_over_the_paper_grids():
-    from benchlib.paper_configs import wants_paper_grids, with_paper_grids
+    from benchlib.grid.paper_configs import wants_paper_grids, with_paper_grids
 
     paper = load_paper_config()
     given = {
@@ -324,7 +324,7 @@ def test_an_added_method_is_marked_not_in_the_paper():
 
     import pandas as pd
 
-    from benchlib.paper_configs import with_paper_grids
+    from benchlib.grid.paper_configs import with_paper_grids
     from benchlib.report.kinds.common.paper_comparison import markdown
 
     given = {

@@ -3,8 +3,8 @@ classifier head reads (methods/fedsr.py), for every experiment that runs FedSR."
 
 from __future__ import annotations
 
-from benchlib.config import Config
-from benchlib.paper_configs import load_paper_config
+from benchlib.configuration.config import Config
+from benchlib.grid.paper_configs import load_paper_config
 
 # the width of the feature a head reads, per backbone (torchvision ResNets' pooled features)
 POOLED = {"resnet18": 512, "resnet50": 2048}

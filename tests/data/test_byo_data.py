@@ -11,11 +11,11 @@ import pandas as pd
 import yaml
 from conftest import REPO
 
-from benchlib.cli import main
-from benchlib.config import Config
+from benchlib.commands.cli import main
+from benchlib.configuration.config import Config
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import load_store, write_store
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
 
 PREPARED: list[str] = []
 

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.axes import apply_axes, variants
 from benchlib.data.corruptions import (
     CORRUPTIONS,
     SCENARIOS,
@@ -21,8 +20,9 @@ from benchlib.data.corruptions import (
     settings_key,
 )
 from benchlib.data.store import load_store, record_source, write_store
-from benchlib.errors import BenchlibError
-from benchlib.seeding import derive_seed
+from benchlib.grid.axes import apply_axes, variants
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.seeding import derive_seed
 
 
 def test_the_19_types_are_the_packages_all():

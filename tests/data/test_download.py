@@ -16,7 +16,7 @@ from helpers.ftp_server import serve_ftp
 from helpers.http_server import serve_directory
 
 from benchlib.data.download import RemoteFile, check_remote, fetch, remote_file, remote_files
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 PAYLOAD = bytes(range(256)) * 400  # 102,400 bytes
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()

@@ -11,10 +11,10 @@ import zlib
 import pytest
 from helpers.paths import SHARED_DATA
 
-from benchlib.cli import main
+from benchlib.commands.cli import main
 from benchlib.data.images import open_image
 from benchlib.data.sources.camelyon17 import decode_patch
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 
 def png_declaring(width: int, height: int) -> bytes:

@@ -16,8 +16,8 @@ from benchlib.data.split import (
     write_split,
 )
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
-from benchlib.seeding import numpy_rng
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.seeding import numpy_rng
 
 LABELS = np.repeat(np.arange(10), 100)
 GROUPS = np.array([f"w{i % 20:02d}" for i in range(1000)])

@@ -12,7 +12,7 @@ import pytest
 from helpers.paths import SHARED_DATA
 
 from benchlib.data.safe_pickle import load_npy, load_pickle, loads
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 TPT48 = SHARED_DATA / "tpt48" / "month_temp_data.pkl"
 

@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 
 from benchlib.data.registry import dataset_names, get_dataset
-from benchlib.errors import BenchlibError
-from benchlib.params import UNSET
+from benchlib.declarations.params import UNSET
+from benchlib.primitives.errors import BenchlibError
 
 TYPOS = [  # source, given params, the unknown key, the suggestion (None: no close match)
     ("hc18", {"szie": 32}, "szie", "size"),

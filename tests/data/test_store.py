@@ -15,8 +15,8 @@ from helpers.store_edits import copy_store, edit_manifest, reseal
 
 from benchlib.data.sources.mnist5k import SOURCE_SHA256, default_source_file
 from benchlib.data.store import load_store, record_source, write_store
-from benchlib.errors import BenchlibError
-from benchlib.io import sha256_file
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.io import sha256_file
 
 
 def test_mnist5k_store_matches_the_raw_csv(mnist_store):
@@ -299,7 +299,7 @@ def test_verify_store_reads_the_contents(tmp_path):
 
 
 def test_verify_store_on_the_command_line(mnist_store, tmp_path, capsys):
-    from benchlib.cli import main
+    from benchlib.commands.cli import main
 
     assert main(["verify-store", str(mnist_store)]) == 0
     assert "every file matches its manifest and the store is valid" in capsys.readouterr().out

@@ -17,6 +17,7 @@ import torch
 from helpers.specs import filled_spec
 from torch import nn
 
+from benchlib.declarations.settings import TrainingSettings
 from benchlib.fl.batched import (
     BatchedClients,
     StackedOptimizer,
@@ -29,7 +30,6 @@ from benchlib.fl.engine import CellRun, run_cell
 from benchlib.fl.loops import train_epoch
 from benchlib.fl.rng import torch_generator
 from benchlib.fl.transforms import Transforms
-from benchlib.settings import TrainingSettings
 from benchlib.tasks import get_task
 
 

@@ -16,7 +16,7 @@ import torch
 
 from benchlib.fl.checkpoint import checkpoint_path
 from benchlib.fl.engine import run_cell
-from benchlib.spec import CellSpec
+from benchlib.grid.spec import CellSpec
 
 ROUNDS = 3
 
@@ -24,7 +24,7 @@ ROUNDS = 3
 @pytest.fixture(scope="module")
 def cell(smoke_config, tmp_path_factory) -> tuple[CellSpec, Path]:
     """A 3-round FedAvg smoke cell's spec and its uninterrupted metrics.json."""
-    from benchlib.config import Cell
+    from benchlib.configuration.config import Cell
 
     spec = smoke_config.cell_spec(Cell("smoke", "sfa", "fedavg", 1, 0))
     spec = dataclasses.replace(spec, training=dataclasses.replace(spec.training, rounds=ROUNDS))

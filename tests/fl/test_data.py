@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from helpers.store_edits import copy_store
 
-from benchlib.errors import BenchlibError
 from benchlib.fl.engine import CellRun
-from benchlib.spec import CellSpec
+from benchlib.grid.spec import CellSpec
+from benchlib.primitives.errors import BenchlibError
 
 
 def _zero_pixels_in_place(store):

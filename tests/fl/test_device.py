@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchlib.errors import BenchlibError
 from benchlib.fl.device import select_device
+from benchlib.primitives.errors import BenchlibError
 
 
 @pytest.fixture

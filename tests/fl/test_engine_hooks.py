@@ -20,7 +20,7 @@ from benchlib.fl.engine import CellRun, run_cell
 from benchlib.fl.transforms import Transforms
 from benchlib.methods.base import StarRound, sample_clients
 from benchlib.methods.fedavg import FedAvg
-from benchlib.seeding import numpy_rng
+from benchlib.primitives.seeding import numpy_rng
 from benchlib.tasks import get_task
 
 

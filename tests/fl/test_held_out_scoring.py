@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from helpers.task_stores import groups_split, regression_store, task_cell_spec
 
-from benchlib.errors import BenchlibError
 from benchlib.fl.engine import run_cell
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.tfl.runs import cell_value
 

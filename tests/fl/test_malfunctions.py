@@ -6,10 +6,10 @@ import pytest
 import torch
 from helpers.builders import build_method
 
-from benchlib.errors import BenchlibError
 from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction, malicious_clients
 from benchlib.fl.rng import torch_generator
 from benchlib.methods.base import PeerView, StarRound
+from benchlib.primitives.errors import BenchlibError
 
 
 def context(round_index=3, client=2, scale=120.5):

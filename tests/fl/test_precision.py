@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from benchlib.errors import BenchlibError
 from benchlib.fl.engine import CellRun, run_cell
 from benchlib.fl.precision import compute_precision
+from benchlib.primitives.errors import BenchlibError
 
 
 def _cell(smoke_cell_spec, mnist_store, smoke_split, **training) -> CellRun:

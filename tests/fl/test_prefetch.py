@@ -13,16 +13,16 @@ import torch
 import yaml
 from conftest import REPO
 
-from benchlib.bench.synthetic import write_synthetic_store
-from benchlib.config import validate_schema
+from benchlib.commands.bench.synthetic import write_synthetic_store
+from benchlib.configuration.config import validate_schema
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.declarations.settings import TrainingSettings
 from benchlib.fl.data import BatchSource
 from benchlib.fl.engine import run_cell
 from benchlib.fl.loops import epoch_plan, train_epoch
 from benchlib.fl.prefetch import THREAD_PREFIX, Prefetcher
 from benchlib.fl.transforms import Transforms
-from benchlib.settings import TrainingSettings
+from benchlib.primitives.errors import BenchlibError
 from benchlib.tasks import get_task
 
 SHAPE = (12, 12, 3)

@@ -7,9 +7,9 @@ import json
 import logging
 import re
 
-from benchlib.durations import format_duration
 from benchlib.fl.engine import run_cell
 from benchlib.fl.progress import PROGRESS_NAME, eta_text, progress_path, read_progress
+from benchlib.primitives.durations import format_duration
 
 
 def lines_of(out_dir):

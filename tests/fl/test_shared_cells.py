@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.errors import BenchlibError
 from benchlib.fl import shared_cells
-from benchlib.spec import CellSpec
+from benchlib.grid.spec import CellSpec
+from benchlib.primitives.errors import BenchlibError
 
 
 @pytest.fixture

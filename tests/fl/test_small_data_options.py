@@ -12,16 +12,16 @@ import torch
 from conftest import REPO
 from helpers.femnist_sample import LEAF_SAMPLE, SHARDS, TEST_PER_SHARD, TRAIN_PER_SHARD
 
-from benchlib.config import Cell, Config, load_config_file
+from benchlib.configuration.config import Cell, Config, load_config_file
 from benchlib.data.partition import UNASSIGNED, check_partition_params, partition
 from benchlib.data.registry import get_dataset
 from benchlib.data.split import SplitSpec, make_split
 from benchlib.data.store import PreparedData, load_store
-from benchlib.errors import BenchlibError
 from benchlib.fl.engine import CellRun
 from benchlib.fl.malfunctions import MalfunctionContext, get_malfunction
 from benchlib.fl.rng import torch_generator
-from benchlib.seeding import numpy_rng
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.seeding import numpy_rng
 
 
 # ------------------------------------------------------------------------------- start_round

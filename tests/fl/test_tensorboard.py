@@ -10,11 +10,11 @@ import json
 import pytest
 from conftest import REPO
 
-from benchlib.config import Config, load_config_file
+from benchlib.configuration.config import Config, load_config_file
 from benchlib.fl.engine import run_cell
 from benchlib.fl.progress import read_progress
 from benchlib.fl.tensorboard import round_scalars, tensorboard_dir
-from benchlib.spec import Cell
+from benchlib.grid.spec import Cell
 
 
 def events_of(folder) -> dict[str, list[tuple[int, float]]]:
@@ -104,7 +104,7 @@ def test_the_setting_leaves_the_config_hash_and_recorded_config_alone():
 
 
 def test_a_non_boolean_setting_is_a_config_error():
-    from benchlib.errors import BenchlibError
+    from benchlib.primitives.errors import BenchlibError
 
     raw = load_config_file(REPO / "config" / "smoke.yaml")
     raw["datasets"]["mnist5k"]["training"]["tensorboard"] = "yes"

@@ -3,6 +3,6 @@ declarations the config fills them with (a spec ``benchlib run`` reads has every
 
 from __future__ import annotations
 
-from benchlib.bench.cells import filled_spec
+from benchlib.commands.bench.cells import filled_spec
 
 __all__ = ["filled_spec"]

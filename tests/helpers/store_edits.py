@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.data.store_checks import MANIFEST_CHECKSUM, manifest_checksum
-from benchlib.io import sha256_file
+from benchlib.primitives.io import sha256_file
 
 
 def copy_store(source: Path, target: Path) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from benchlib.config import Cell, Config
+from benchlib.configuration.config import Cell, Config
 from benchlib.methods.catalog import METHODS
 from helpers.paths import REPO
 

@@ -16,16 +16,16 @@ from scipy.spatial.distance import cdist
 from sklearn.cluster import AgglomerativeClustering
 from torch import nn
 
-from benchlib.errors import BenchlibError
+from benchlib.declarations.settings import TrainingSettings
 from benchlib.fl.data import BatchSource, ClientData
 from benchlib.fl.engine import LocalTraining
 from benchlib.fl.optim import build_optimizer
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.asmr import outlier_factors
 from benchlib.methods.base import PeerEvaluator, PeerView, StarRound
 from benchlib.methods.cfl import optimal_bipartition
 from benchlib.methods.robust_utils import proximal_hook
-from benchlib.settings import TrainingSettings
+from benchlib.models.vectors import ParamLayout
+from benchlib.primitives.errors import BenchlibError
 from benchlib.tasks import get_task
 
 BIG = 1e30
@@ -87,7 +87,8 @@ def linear_context(
     source = BatchSource(x.numpy(), y.numpy(), get_task("classification"), rows)
     return LocalTraining(
         models=[model],
-        optimizers=optimizers or [build_optimizer(list(model.parameters()), settings)],
+        optimizers=optimizers
+        or [build_optimizer(list(model.parameters()), **settings.optimizer_fields())],
         clients=[data],
         source=source,
         settings=settings,

@@ -18,7 +18,7 @@ import yaml
 from helpers.paths import REPO
 from helpers.tiny_cells import TINY_CELL, tiny_config
 
-from benchlib.config import Cell, Config, load_config
+from benchlib.configuration.config import Cell, Config, load_config
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store
 from benchlib.fl.checkpoint import latest_checkpoint

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from benchlib.errors import BenchlibError
 from benchlib.methods.client_graph import (
     CENTRALITIES,
     centrality,
@@ -20,6 +19,7 @@ from benchlib.methods.client_graph import (
     learn_topology,
     normalise,
 )
+from benchlib.primitives.errors import BenchlibError
 
 
 def _adjacency(graph: nx.Graph) -> np.ndarray:

@@ -10,12 +10,12 @@ import torch
 from helpers.builders import build_method
 from torch import nn
 
-from benchlib.errors import BenchlibError
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound, sample_clients
 from benchlib.methods.client_graph import project_simplex
 from benchlib.methods.drfa import DRFA, SnapshotHook
-from benchlib.seeding import numpy_rng
+from benchlib.models.vectors import ParamLayout
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.seeding import numpy_rng
 
 
 class Scalar(nn.Module):

@@ -19,7 +19,7 @@ import yaml
 from conftest import REPO
 from helpers.task_stores import groups_split, regression_store, task_cell_spec
 
-from benchlib.config import Config
+from benchlib.configuration.config import Config
 from benchlib.data.registry import get_dataset
 from benchlib.data.sources import tpt48
 from benchlib.data.split import SplitSpec, make_split, write_split

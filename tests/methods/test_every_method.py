@@ -1,9 +1,9 @@
 """Every registered method, driven by the registry (never a hand-kept list), passes the checks of
-``benchlib check-method`` (benchlib.method_check): each variant trains 2 rounds through the real
-engine, and (once per method) a run stopped after round 1 and resumed from its checkpoint writes
-the same metrics.json, byte for byte. The paper variants of the robust methods also treat the ANA
-client as their papers say. A plugin's method is checked where it is installed with
-``benchlib check-method NAME`` (tests/workflow/test_plugin_package.py runs it)."""
+``benchlib check-method`` (benchlib.commands.method_check): each variant trains 2 rounds through the
+real engine, and (once per method) a run stopped after round 1 and resumed from its checkpoint
+writes the same metrics.json, byte for byte. The paper variants of the robust methods also treat the
+ANA client as their papers say. A plugin's method is checked where it is installed with ``benchlib
+check-method NAME`` (tests/workflow/test_plugin_package.py runs it)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.errors import BenchlibError
-from benchlib.method_check import check_variant, prepare, variants
+from benchlib.commands.method_check import check_variant, prepare, variants
 from benchlib.methods.catalog import METHODS
+from benchlib.primitives.errors import BenchlibError
 
 pytestmark = pytest.mark.slow  # trains every method through the engine
 

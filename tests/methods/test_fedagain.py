@@ -11,9 +11,9 @@ from helpers.builders import build_method
 from helpers.specs import filled_spec
 
 from benchlib.fl.engine import CellRun
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound
 from benchlib.methods.fedagain import FedAgain, trust_weights
+from benchlib.models.vectors import ParamLayout
 
 
 def _info(errors, participants=None):

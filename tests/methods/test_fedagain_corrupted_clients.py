@@ -22,7 +22,7 @@ from benchlib.data.corruptions import (
     settings_key,
 )
 from benchlib.data.store import load_store, write_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 SUBSETS = ("train", "val", "test")
 
@@ -98,7 +98,7 @@ def test_train_only_reading_as_a_corruption_grid_axis_value(tmp_path):
     import yaml
     from conftest import REPO
 
-    from benchlib.config import load_config
+    from benchlib.configuration.config import load_config
     from benchlib.report.kinds.fedagain.fedagain_fig13 import scenario_label
 
     config = yaml.safe_load((REPO / "config" / "fedagain_demo.yaml").read_text())
@@ -207,7 +207,7 @@ def test_image_fraction_as_a_corruption_grid_axis_value(tmp_path):
     import yaml
     from conftest import REPO
 
-    from benchlib.config import load_config
+    from benchlib.configuration.config import load_config
     from benchlib.report.kinds.fedagain.fedagain_fig13 import scenario_label
 
     config = yaml.safe_load((REPO / "config" / "fedagain_demo.yaml").read_text())

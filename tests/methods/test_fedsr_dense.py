@@ -18,9 +18,9 @@ from helpers.fets_folder import tiny_config, write_fets
 from torch import nn
 from torch.nn import functional as F
 
-from benchlib.errors import BenchlibError
 from benchlib.methods.fedsr import DENSE_Z_DIM, fedsr_regularisers
 from benchlib.models.tfl import FedSRNet, FedSRSegNet
+from benchlib.primitives.errors import BenchlibError
 from benchlib.tasks import get_task
 from benchlib.tasks.segmentation import dice_ce
 
@@ -192,8 +192,8 @@ def dense_config(root) -> dict:
 @pytest.mark.workflow
 def test_two_round_fedsr_cell_on_fets_scores_dice(tmp_path):
     from benchlib.data.store import load_store
+    from benchlib.facts.saved_predictions import decode_array
     from benchlib.report.kinds.tfl.segmentation_examples import dice
-    from benchlib.saved_predictions import decode_array
 
     root = tmp_path / "MICCAI_FeTS2022_TrainingData"
     write_fets(root)

@@ -11,8 +11,6 @@ import pytest
 import torch
 from helpers.builders import build_method
 
-from benchlib.errors import BenchlibError
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import StarRound
 from benchlib.methods.client_graph import (
     centrality,
@@ -25,6 +23,8 @@ from benchlib.methods.client_graph import (
     softmax,
 )
 from benchlib.methods.tfl import TFL, draw_counts
+from benchlib.models.vectors import ParamLayout
+from benchlib.primitives.errors import BenchlibError
 
 
 class FakeLayout:

@@ -13,9 +13,9 @@ import torch
 from helpers.builders import build_model
 from helpers.http_server import serve_directory
 
-from benchlib.errors import BenchlibError
 from benchlib.models.pretrained import fetch_weights
-from benchlib.weights import WEIGHTS_URLS, weights_path
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.weights import WEIGHTS_URLS, weights_path
 
 
 def save_hub_file(state: dict, folder: Path, stem: str) -> Path:

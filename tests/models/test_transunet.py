@@ -6,9 +6,9 @@ import pytest
 import torch
 from helpers.builders import build_model
 
-from benchlib.errors import BenchlibError
 from benchlib.models.catalog import MODELS
 from benchlib.models.transunet import TransUNet
+from benchlib.primitives.errors import BenchlibError
 
 TINY = {
     "resnet_layers": [1, 1, 1],

@@ -1,5 +1,5 @@
 """The generated verdict blocks at the end of docs/papers/<paper>.md equal what the claims report
-computes now from the committed collected results (python -m benchlib.report.claims_docs)."""
+computes now from the committed collected results (python -m benchlib.commands.claims_docs)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,7 @@ import pytest
 from conftest import REPO
 from helpers.paths import GOLDEN
 
-from benchlib.config import load_config
-from benchlib.errors import BenchlibError
-from benchlib.report.claim_verdicts import scope_value
-from benchlib.report.claims_docs import (
+from benchlib.commands.claims_docs import (
     END,
     RUNS,
     block,
@@ -27,6 +24,9 @@ from benchlib.report.claims_docs import (
     trimmed,
     with_block,
 )
+from benchlib.configuration.config import load_config
+from benchlib.primitives.errors import BenchlibError
+from benchlib.report.claim_verdicts import scope_value
 
 
 @pytest.mark.parametrize("paper", sorted(RUNS))
@@ -34,7 +34,7 @@ def test_paper_page_block_is_current(paper: str) -> None:
     text = (REPO / "docs" / "papers" / f"{paper}.md").read_text()
     assert current_block(text) == block(REPO, paper), (
         f"docs/papers/{paper}.md: its claims block is out of date; run "
-        "python -m benchlib.report.claims_docs"
+        "python -m benchlib.commands.claims_docs"
     )
     assert text.rstrip("\n").endswith(END)  # appended at the very end of the page
 

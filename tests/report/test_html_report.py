@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from benchlib.cli import main
-from benchlib.config import Config
-from benchlib.paper_configs import load_paper_config
+from benchlib.commands.cli import main
+from benchlib.configuration.config import Config
+from benchlib.grid.paper_configs import load_paper_config
 from benchlib.report import browse
 from benchlib.report.html_table import inline, parse_caption, parse_tabulars, table_page
 

@@ -1,6 +1,6 @@
-"""benchlib.report.ranking: blocks from collected rows, mean ranks with ties, the Friedman test,
-the Nemenyi q and critical difference against Demšar's table, the post-hoc p-values, and the IQM
-with its seeded bootstrap stratified by block. Expected values are computed by hand."""
+"""benchlib.report.statistics.ranking: blocks from collected rows, mean ranks with ties, the
+Friedman test, the Nemenyi q and critical difference against Demšar's table, the post-hoc p-values,
+and the IQM with its seeded bootstrap stratified by block. Expected values are computed by hand."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.report.ranking import (
+from benchlib.report.statistics.ranking import (
     Blocks,
     critical_difference,
     friedman,

@@ -19,13 +19,13 @@ from conftest import REPO, benchlib_exe, tool_env
 from helpers.paths import GOLDEN
 
 from benchlib import __version__
-from benchlib.config import Config, load_config_file
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Config, load_config_file
+from benchlib.configuration.targets import all_targets
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import KINDS, get_kind
 from benchlib.report.collect import collect
-from benchlib.report.kinds.lightyear.robustness_figure import robustness_frame
-from benchlib.report.stats import MetricDisplay
-from benchlib.targets import all_targets
+from benchlib.report.kinds.common.robustness_figure import robustness_frame
+from benchlib.report.statistics.table import MetricDisplay
 
 MALFUNCTIONS = ["ana", "sfa", "random", "dynamic"]
 
@@ -542,7 +542,7 @@ def test_collect_and_the_table_mark_a_diverged_cell(tmp_path):
     data = robustness_frame(collected, panels, MetricDisplay.resolve())
     marked = data[data["diverged"] > 0]
     assert list(zip(marked["method"], marked["k"], strict=True)) == [("FedAvg", 2)]
-    from benchlib.report.kinds.lightyear.robustness_figure import plot_robustness
+    from benchlib.report.kinds.common.robustness_figure import plot_robustness
 
     plot_robustness(data, "t", tmp_path / "f.pdf", tmp_path / "f.png")  # dagger and note drawn
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,4 +1,4 @@
-"""The report statistics (benchlib.report.statistics) against values computed by hand: the
+"""The report statistics (benchlib.report.statistics.inference) against values computed by hand: the
 bootstrap interval of tiny samples, the paired t-test from its formula, and the too-small cases."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import bootstrap
 
-from benchlib.report.statistics import (
+from benchlib.report.statistics.inference import (
     TOO_FEW,
     best_vs_second,
     bootstrap_ci,
@@ -107,9 +107,9 @@ def test_robustness_table_ci_option_by_hand() -> None:
     import pandas as pd
     from conftest import REPO
 
-    from benchlib.config import load_config_file
-    from benchlib.report.kinds.lightyear.robustness_table import render_table
-    from benchlib.report.stats import MetricDisplay
+    from benchlib.configuration.config import load_config_file
+    from benchlib.report.kinds.common.robustness_table import render_table
+    from benchlib.report.statistics.table import MetricDisplay
 
     raw = load_config_file(REPO / "config" / "femnist_sample.yaml")
     experiment = raw["experiments"]["femnist_sample"]

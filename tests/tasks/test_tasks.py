@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 from benchlib.tasks import get_task
 from benchlib.tasks.base import task_implementations
 from benchlib.tasks.catalog import TASKS, loss_settings

@@ -9,10 +9,10 @@ from itertools import chain
 import pytest
 from conftest import REPO, tool_env
 
-from benchlib.config import Config
-from benchlib.paper_configs import load_paper_config
+from benchlib.configuration.config import Config
+from benchlib.configuration.targets import aggregate_targets, all_targets, config_file_targets
+from benchlib.grid.paper_configs import load_paper_config
 from benchlib.report.browse import paper_index
-from benchlib.targets import aggregate_targets, all_targets, config_file_targets
 
 
 @pytest.fixture(scope="module")

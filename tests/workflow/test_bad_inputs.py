@@ -594,7 +594,7 @@ def _(ctx: Ctx) -> list[str]:
 
 def _checkpoint_of_this_cell(ctx: Ctx, **state: Any) -> None:
     """A checkpoint with the cell's own config hash but another version's layout."""
-    from benchlib.spec import CellSpec
+    from benchlib.grid.spec import CellSpec
 
     (ctx.out / "checkpoints").mkdir()
     state["config_hash"] = CellSpec.from_json(ctx.spec).config_hash()

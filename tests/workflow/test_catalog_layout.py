@@ -14,7 +14,7 @@ import pytest
 import yaml
 from conftest import REPO, tool_env
 
-from benchlib.config import load_config_file
+from benchlib.configuration.config import load_config_file
 
 pytestmark = pytest.mark.workflow
 

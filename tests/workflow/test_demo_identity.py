@@ -18,10 +18,10 @@ import torch
 from conftest import REPO
 from helpers.paths import GOLDEN
 
-from benchlib.config import Cell, load_config
+from benchlib.configuration.config import Cell, load_config
 from benchlib.data.split import SplitSpec, make_split, write_split
 from benchlib.data.store import load_store
-from benchlib.digest import cell_key, numbers_digest, read_digest
+from benchlib.facts.digest import cell_key, numbers_digest, read_digest
 from benchlib.fl.engine import run_cell
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, tool_env
 
-from benchlib.config import load_config
+from benchlib.configuration.config import load_config
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.fedagain.fedagain_fig13 import pooled_metric, summary_frame
 from benchlib.report.kinds.fedagain.groups import group_values

@@ -18,7 +18,7 @@ import yaml
 from conftest import REPO, tool_env
 from helpers.femnist_sample import LEAF_SAMPLE, SHARDS, TEST_PER_SHARD, TRAIN_PER_SHARD
 
-from benchlib.config import load_config
+from benchlib.configuration.config import load_config
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
 MALFUNCTIONS = ["ana", "dynamic"]  # a fixed and a time-varying one; fl/test_malfunctions has all

@@ -66,7 +66,9 @@ def _fresh_environment(root: Path) -> Path:
     # install) apply too
     Path(site, "reuse_project_packages.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
     script = root / "bin" / "benchlib"  # the console script, bound to this environment
-    script.write_text(f"#!{python}\nimport sys\nfrom benchlib.cli import main\nsys.exit(main())\n")
+    script.write_text(
+        f"#!{python}\nimport sys\nfrom benchlib.commands.cli import main\nsys.exit(main())\n"
+    )
     script.chmod(0o755)
     return root / "bin"
 

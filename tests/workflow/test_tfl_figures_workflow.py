@@ -15,8 +15,8 @@ import pytest
 import yaml
 from conftest import REPO, ops_snakemake
 
-from benchlib.config import Config, load_config_file
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Config, load_config_file
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 
 SAMPLE = REPO.parent / "shared" / "data" / "pacs_sample"
@@ -261,7 +261,7 @@ def test_pacs_sample_config_has_the_figure_instances():
 
 
 def test_default_config_has_table6_and_the_figures():
-    from benchlib.paper_configs import load_paper_config
+    from benchlib.grid.paper_configs import load_paper_config
 
     config = Config(load_paper_config())
     assert len(config.reports["tfl_table6"].inputs) == 3 * 3 * 2  # methods x seeds x 2 files

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from conftest import REPO, ops_snakemake
 
-from benchlib.config import Config
-from benchlib.errors import BenchlibError
-from benchlib.paper_configs import load_paper_config
+from benchlib.configuration.config import Config
+from benchlib.grid.paper_configs import load_paper_config
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 
 SAMPLE = REPO.parent / "shared" / "data" / "pacs_sample"
@@ -194,7 +194,7 @@ def test_eicu_is_bring_your_own_and_orders_west_hospitals_last(tmp_path, capsys)
     import numpy as np
     import pandas as pd
 
-    from benchlib.cli import main
+    from benchlib.commands.cli import main
     from benchlib.data.store import load_store
 
     config = Config(load_paper_config())

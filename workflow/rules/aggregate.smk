@@ -1,5 +1,5 @@
 # Aggregate targets per paper and kind: `snakemake lightyear_figures`, `snakemake tfl_tables`,
-# `snakemake fedagain_all`... (<paper>_tables, _figures, _reports, _all; benchlib.targets).
+# `snakemake fedagain_all`... (<paper>_tables, _figures, _reports, _all; benchlib.configuration.targets).
 
 AGGREGATES = aggregate_targets(CFG, PAPER_INDEX)
 

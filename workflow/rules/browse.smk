@@ -47,7 +47,7 @@ rule report_status:
     params:
         spec=get_report_status,
     shell:
-        "benchlib report-status --spec {params.spec:q} --out {output} 2> {log}"
+        "printf %s {params.spec:q} | benchlib report-status --spec @- --out {output} 2> {log}"
 
 
 rule report_pages:

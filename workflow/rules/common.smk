@@ -6,13 +6,13 @@ import math
 import os
 import sys
 
-import benchlib.layout as layout
-from benchlib.config import Config, Cell, NO_MALFUNCTION
+import benchlib.primitives.layout as layout
+from benchlib.configuration.config import Config, Cell, NO_MALFUNCTION
+from benchlib.configuration.targets import report_names
 from benchlib.data.registry import get_dataset
-from benchlib.errors import BenchlibError
-from benchlib.weights import weights_path, weights_url
-from benchlib.targets import report_names
-from benchlib.yaml_load import typed_scalars
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.weights import weights_path, weights_url
+from benchlib.primitives.yaml_load import typed_scalars
 from snakemake.utils import update_config
 
 
@@ -188,8 +188,8 @@ HEAVY_DATASETS = sorted(d for d in CFG.datasets if heavy_prepare(d))
 
 # ---- the HTML report (browse.smk): categories, table settings, what is built
 import benchlib.report.browse as browse
-from benchlib.targets import aggregate_targets, all_targets
-from benchlib.paper_configs import paper_dir
+from benchlib.configuration.targets import aggregate_targets, all_targets
+from benchlib.grid.paper_configs import paper_dir
 
 PAPER_INDEX = browse.paper_index(paper_dir()) if PAPER_GRIDS else {}
 

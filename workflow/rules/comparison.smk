@@ -33,7 +33,7 @@ rule render_markdown:
         kind=get_report_kind,
         spec=get_report_spec,
     shell:
-        "benchlib report --kind {params.kind} --spec {params.spec:q} --collected {input}"
+        "printf %s {params.spec:q} | benchlib report --kind {params.kind} --spec @- --collected {input}"
         " --out {output.md} {output.pdf} 2> {log}"
 
 
@@ -71,5 +71,5 @@ rule render_markdown_numbers:
         kind=get_report_kind,
         spec=get_report_spec,
     shell:
-        "benchlib report --kind {params.kind} --spec {params.spec:q} --collected {input}"
+        "printf %s {params.spec:q} | benchlib report --kind {params.kind} --spec @- --collected {input}"
         " --out {output.md} {output.pdf} {output.csv} 2> {log}"

@@ -54,7 +54,7 @@ rule render_table:
         kind=get_report_kind,
         spec=get_report_spec,
     shell:
-        "benchlib report --kind {params.kind} --spec {params.spec:q} --collected {input}"
+        "printf %s {params.spec:q} | benchlib report --kind {params.kind} --spec @- --collected {input}"
         " --out {output} 2> {log}"
 
 
@@ -79,7 +79,7 @@ rule render_figure:
         kind=get_report_kind,
         spec=get_report_spec,
     shell:
-        "benchlib report --kind {params.kind} --spec {params.spec:q} --collected {input}"
+        "printf %s {params.spec:q} | benchlib report --kind {params.kind} --spec @- --collected {input}"
         " --out {output.pdf} {output.png} 2> {log}"
 
 
@@ -111,5 +111,5 @@ rule render_figure_numbers:
         kind=get_report_kind,
         spec=get_report_spec,
     shell:
-        "benchlib report --kind {params.kind} --spec {params.spec:q} --collected {input}"
+        "printf %s {params.spec:q} | benchlib report --kind {params.kind} --spec @- --collected {input}"
         " --out {output.pdf} {output.png} {output.csv} 2> {log}"

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import IO
 
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 CHUNK = 1 << 20
 

@@ -54,11 +54,11 @@ from typing import Any
 
 import numpy as np
 
-from benchlib import layout
 from benchlib.data.progress import ItemProgress
-from benchlib.errors import BenchlibError, require
-from benchlib.params import Param, Params
-from benchlib.seeding import derive_seed, numpy_rng
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives import layout
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.seeding import derive_seed, numpy_rng
 
 LOG = logging.getLogger("benchlib")
 

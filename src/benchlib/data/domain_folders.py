@@ -31,8 +31,8 @@ from benchlib.data.paths import resolve_input_path
 from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
-from benchlib.errors import BenchlibError, require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import BenchlibError, require
 
 LOG = logging.getLogger("benchlib")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")

@@ -29,10 +29,10 @@ from typing import Any
 from urllib.parse import urlparse
 
 from benchlib.data.ftp import FTPDownload
-from benchlib.durations import format_duration
-from benchlib.errors import BenchlibError, os_fault, require
-from benchlib.io import sha256_file
-from benchlib.params import Param
+from benchlib.declarations.params import Param
+from benchlib.primitives.durations import format_duration
+from benchlib.primitives.errors import BenchlibError, os_fault, require
+from benchlib.primitives.io import sha256_file
 
 LOG = logging.getLogger("benchlib")
 SCHEMES = ("http", "https", "ftp")

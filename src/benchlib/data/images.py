@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 from typing import IO, Any
 
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 
 def open_image(source: str | Path | bytes | IO[bytes], name: str | None = None) -> Any:

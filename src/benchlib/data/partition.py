@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from benchlib.errors import BenchlibError, require
-from benchlib.params import Param, Params
-from benchlib.registry import Registry
+from benchlib.declarations.params import Param, Params
+from benchlib.declarations.registry import Registry
+from benchlib.primitives.errors import BenchlibError, require
 
 PartitionFunction = Callable[..., np.ndarray]
 UNASSIGNED = -1

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchlib.errors import require
+from benchlib.primitives.errors import require
 
 WHITE_CENTRE = 127.5
 WHITE_SCALE = 42.5  # 3 sigma -> 127.5

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from benchlib.durations import format_duration
+from benchlib.primitives.durations import format_duration
 
 LOG = logging.getLogger("benchlib")
 EVERY_S = 10.0  # seconds between two progress lines of one task

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib.errors import BenchlibError
-from benchlib.params import NO_PARAMS, Params
-from benchlib.registry import Registry, import_submodules
+from benchlib.declarations.params import NO_PARAMS, Params
+from benchlib.declarations.registry import Registry, import_submodules
+from benchlib.primitives.errors import BenchlibError
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 # (module, name) pairs a pickle of numpy arrays / plain containers may reference. numpy 1.x
 # writes numpy.core.*, numpy 2.x numpy._core.*; both load.

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from benchlib.data.images import open_image
-from benchlib.errors import BenchlibError, require
-from benchlib.io import sha256_file
-from benchlib.params import Param
+from benchlib.declarations.params import Param
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import sha256_file
 
 LOG = logging.getLogger("benchlib")
 DEFAULT_SIZE = 64

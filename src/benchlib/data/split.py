@@ -17,7 +17,7 @@ Subset modes (``split.mode``):
   Fed-ISIC2019, whose published test set is the benchmark's).
 
 The section's keys, their defaults and the rules of the modes are declared once, in
-:class:`benchlib.settings.SplitSettings`.
+:class:`benchlib.declarations.settings.SplitSettings`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ import pandas as pd
 
 from benchlib.data.partition import UNASSIGNED, partition
 from benchlib.data.store import OPTIONAL_INDEX_COLUMNS, PreparedData
-from benchlib.errors import BenchlibError, require
-from benchlib.io import write_with_atomic
-from benchlib.seeding import numpy_rng
-from benchlib.settings import SplitSettings, parse_fraction
+from benchlib.declarations.settings import SplitSettings, parse_fraction
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import write_with_atomic
+from benchlib.primitives.seeding import numpy_rng
 
 SUBSETS = ("train", "val", "test")
 SPLIT_COLUMNS = ["sample_id", "client", "subset", "group"]
@@ -62,7 +62,7 @@ class SplitSpec:
         """From a dataset spec: its clients, partition and ``split`` section. The config's
         dataset spec carries the section filled (every key: built as it is); a hand-written
         one, as the file would give it, is checked and filled by
-        :class:`benchlib.settings.SplitSettings`."""
+        :class:`benchlib.declarations.settings.SplitSettings`."""
         part = dict(cfg["partition"])
         section = cfg["split"]
         if set(section) == set(SplitSettings.field_names()):

@@ -41,8 +41,8 @@ from benchlib.data.store_checks import (
     check_manifest,
     manifest_checksum,
 )
-from benchlib.errors import BenchlibError, require
-from benchlib.io import atomic_directory, loads_json, sha256_file, write_json_atomic
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import atomic_directory, loads_json, sha256_file, write_json_atomic
 
 INDEX_FILE = "index.csv"
 PIXELS_FILE = "pixels.npy"

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchlib.errors import BenchlibError
-from benchlib.io import sha256_json
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.io import sha256_json
 
 MANIFEST_CHECKSUM = "manifest_sha256"  # sha256 of the manifest's other fields (canonical JSON)
 SOURCE_KEY = "dataset_source"  # the registered source that prepared the store (provenance)

@@ -37,12 +37,12 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from benchlib.declarations.settings import TrainingSettings
 from benchlib.fl.data import BatchSource
 from benchlib.fl.precision import compute_precision
 from benchlib.fl.prefetch import Prefetcher
 from benchlib.fl.rng import seed_torch_global, torch_generator
-from benchlib.seeding import derive_seed
-from benchlib.settings import TrainingSettings
+from benchlib.primitives.seeding import derive_seed
 
 PerSampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

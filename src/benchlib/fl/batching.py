@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from benchlib.declarations.settings import TrainingSettings
 from benchlib.fl.batched import BatchedClients, why_not_batched
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import Method, TrainingContext
-from benchlib.settings import TrainingSettings
+from benchlib.models.vectors import ParamLayout
 
 LOG = logging.getLogger("benchlib")
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import BenchlibError
-from benchlib.io import atomic_path
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.io import atomic_path
 
 LOG = logging.getLogger("benchlib")
 _NAME = re.compile(r"^round_(\d{4,})\.pt$")

@@ -25,8 +25,8 @@ import torch
 
 from benchlib.data.split import read_split, split_partitioner
 from benchlib.data.store import PreparedData, load_store
-from benchlib.errors import require
 from benchlib.fl.transforms import Transforms
+from benchlib.primitives.errors import require
 from benchlib.tasks.base import Task
 
 SUBSETS = ("train", "val", "test")

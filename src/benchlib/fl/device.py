@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 
 def select_device(requested: str | None = None) -> torch.device:

@@ -27,8 +27,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib import __version__, cpu_kernels
-from benchlib.errors import BenchlibError, require
+from benchlib import __version__
+from benchlib.declarations.settings import TrainingSettings
+from benchlib.facts.provenance import cell_provenance, plugins_used
 from benchlib.fl.batching import batched_clients, proximal_rows
 from benchlib.fl.checkpoint import (
     clear_checkpoints,
@@ -41,12 +42,12 @@ from benchlib.fl.device import select_device
 from benchlib.fl.loops import predict, train_epoch
 from benchlib.fl.malfunctions import MalfunctionPlan
 from benchlib.fl.optim import build_optimizer
-from benchlib.fl.params import ParamLayout, StackSpace
 from benchlib.fl.progress import eta_text, record_round
 from benchlib.fl.rng import seed_torch_global, torch_generator
 from benchlib.fl.scoring import Scorer, finite_or_none
 from benchlib.fl.transforms import Transforms
-from benchlib.io import write_json_atomic
+from benchlib.grid.readings import cell_readings
+from benchlib.grid.spec import CellSpec
 from benchlib.methods.base import (
     LossHook,
     P2PMethod,
@@ -56,11 +57,11 @@ from benchlib.methods.base import (
     build_method,
 )
 from benchlib.models import build_model
-from benchlib.provenance import cell_provenance, plugins_used
-from benchlib.readings import cell_readings
-from benchlib.seeding import numpy_rng
-from benchlib.settings import TrainingSettings
-from benchlib.spec import CellSpec
+from benchlib.models.vectors import ParamLayout, StackSpace
+from benchlib.primitives import cpu_kernels
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import write_json_atomic
+from benchlib.primitives.seeding import numpy_rng
 from benchlib.tasks import get_task
 
 LOG = logging.getLogger("benchlib")
@@ -88,7 +89,7 @@ class LocalTraining:
     evaluator: Callable[[int, torch.Tensor, str], float] | None = None
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return build_optimizer(list(model.parameters()), self.settings)
+        return build_optimizer(list(model.parameters()), **self.settings.optimizer_fields())
 
     def train_rows(self, client: int) -> np.ndarray:
         return self.clients[client].rows["train"]
@@ -196,7 +197,6 @@ class CellRun:
         self.num_clients = int(self.spec.clients)
         self.settings = self.spec.training
         self.rounds = self.settings.rounds
-        require(self.rounds >= 1, f"rounds must be >= 1, got {self.rounds}")
         self.held_out = sorted(set(self.spec.held_out))
         self.federation = self.spec.federation()
         self.task = get_task(self.spec.task)
@@ -305,7 +305,7 @@ class CellRun:
         return model.to(self.device)
 
     def new_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return build_optimizer(list(model.parameters()), self.settings)
+        return build_optimizer(list(model.parameters()), **self.settings.optimizer_fields())
 
     def _fresh_vector(self, seed: int) -> torch.Tensor:
         with torch.random.fork_rng(devices=[]):
@@ -537,7 +537,7 @@ def _events(cell: CellRun, out_path: Path) -> Any:
 
 def _forked_from() -> dict[str, int]:
     """``{"forked_from": server pid}`` in a child of the fork server, else nothing."""
-    from benchlib.forkserver import ENV_FORKED
+    from benchlib.commands.forkserver import ENV_FORKED
 
     pid = os.environ.get(ENV_FORKED)
     return {"forked_from": int(pid)} if pid else {}

@@ -10,7 +10,7 @@ from benchlib.fl.data import BatchSource
 from benchlib.fl.precision import compute_precision
 from benchlib.fl.prefetch import Prefetcher
 from benchlib.methods.base import LossHook
-from benchlib.seeding import derive_seed
+from benchlib.primitives.seeding import derive_seed
 
 
 def epoch_plan(

@@ -9,7 +9,7 @@
 All randomness comes from streams keyed by (seed, round, client), never by method, so every method
 faces the same malfunction schedule and noise. Parameters come from the dataset's ``malfunction``
 section, one dict per malfunction name (``ana: {scale: 120.5}``); their names are declared in
-:data:`benchlib.fl.malfunction_catalog.MALFUNCTIONS`.
+:data:`benchlib.declarations.malfunctions.MALFUNCTIONS`.
 
 Diagnostic, not a paper setting: ``start_round: N`` in the ``malfunction`` section keeps the
 first N rounds (0..N-1) clean (the malfunctioning clients send their true model, the schedule
@@ -26,11 +26,11 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import BenchlibError
-from benchlib.fl.malfunction_catalog import MALFUNCTIONS
+from benchlib.declarations.malfunctions import MALFUNCTIONS
+from benchlib.declarations.registry import import_object
 from benchlib.fl.rng import torch_generator
-from benchlib.registry import import_object
-from benchlib.seeding import derive_seed, numpy_rng
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.seeding import derive_seed, numpy_rng
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class MalfunctionContext:
     client: int
     fresh_vector: Callable[[int], torch.Tensor]  # seed -> flat vector of a new initialisation
     # the cell's malfunction section, defaults filled
-    # (benchlib.fl.malfunction_catalog.malfunction_settings):
+    # (benchlib.declarations.malfunctions.malfunction_settings):
     # ``start_round`` and one parameter mapping per malfunction that has parameters
     params: dict[str, Any] = field(default_factory=dict)
 

@@ -1,4 +1,5 @@
-"""Optimizers and losses by name, built from the experiment's training config."""
+"""Optimizers and losses by name, built from the optimizer's own training fields
+(:meth:`benchlib.declarations.settings.TrainingSettings.optimizer_fields`)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from benchlib.errors import BenchlibError
-from benchlib.settings import TrainingSettings
+from benchlib.primitives.errors import BenchlibError
 
-OptimizerBuilder = Callable[[list[nn.Parameter], TrainingSettings], torch.optim.Optimizer]
+OptimizerBuilder = Callable[[list[nn.Parameter], float, float, float], torch.optim.Optimizer]
 
 _OPTIMIZERS: dict[str, OptimizerBuilder] = {
-    "adam": lambda params, cfg: torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay),
-    "sgd": lambda params, cfg: torch.optim.SGD(
-        params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+    "adam": lambda params, lr, _momentum, decay: torch.optim.Adam(
+        params, lr=lr, weight_decay=decay
+    ),
+    "sgd": lambda params, lr, momentum, decay: torch.optim.SGD(
+        params, lr=lr, momentum=momentum, weight_decay=decay
     ),
 }
 
@@ -23,10 +25,11 @@ _LOSSES: dict[str, Callable[[], nn.Module]] = {"cross_entropy": nn.CrossEntropyL
 
 
 def build_optimizer(
-    params: list[nn.Parameter], training: TrainingSettings
+    params: list[nn.Parameter], *, optimizer: str, lr: float, momentum: float, weight_decay: float
 ) -> torch.optim.Optimizer:
-    """The optimizer named by ``training.optimizer`` (one of its declared enum)."""
-    return _OPTIMIZERS[training.optimizer](params, training)
+    """The optimizer named ``optimizer`` (one of ``training.optimizer``'s declared enum; Adam
+    has no momentum)."""
+    return _OPTIMIZERS[optimizer](params, lr, momentum, weight_decay)
 
 
 def build_loss(name: str) -> nn.Module:

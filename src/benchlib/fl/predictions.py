@@ -1,4 +1,4 @@
-"""The engine side of saved predictions (:mod:`benchlib.saved_predictions`): after the last
+"""The engine side of saved predictions (:mod:`benchlib.facts.saved_predictions`): after the last
 round, each scored client's chosen test samples are predicted with the model the client is
 scored with (held-out clients: the method's held-out model) and encoded into metrics.json."""
 
@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from benchlib.errors import require
-from benchlib.saved_predictions import chosen_positions, encode_array
+from benchlib.facts.saved_predictions import chosen_positions, encode_array
+from benchlib.primitives.errors import require
 from benchlib.tasks.segmentation import pixel_predictions
 
 if TYPE_CHECKING:

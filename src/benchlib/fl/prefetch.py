@@ -26,8 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import torch
 
-from benchlib.errors import require
 from benchlib.fl.data import BatchSource
+from benchlib.primitives.errors import require
 
 DEFAULT_DEPTH = 2  # training.prefetch when unset: batches gathered ahead
 DEFAULT_WORKERS = 2

@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib.durations import format_duration
-from benchlib.io import loads_json
+from benchlib.primitives.durations import format_duration
+from benchlib.primitives.io import loads_json
 
 PROGRESS_NAME = "progress.jsonl"
 

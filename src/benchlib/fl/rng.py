@@ -1,14 +1,14 @@
-"""Torch generators for the keyed random streams of :mod:`benchlib.seeding`.
+"""Torch generators for the keyed random streams of :mod:`benchlib.primitives.seeding`.
 
-Kept apart from :mod:`benchlib.seeding` so that the data steps and config checks, which use only
-the NumPy streams, never import torch.
+Kept apart from :mod:`benchlib.primitives.seeding` so that the data steps and config checks, which
+use only the NumPy streams, never import torch.
 """
 
 from __future__ import annotations
 
 import torch
 
-from benchlib.seeding import derive_seed
+from benchlib.primitives.seeding import derive_seed
 
 
 def torch_generator(seed: int, purpose: str, *keys: int) -> torch.Generator:

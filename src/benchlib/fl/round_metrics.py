@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from benchlib.errors import require
+from benchlib.primitives.errors import require
 
 if TYPE_CHECKING:
     from benchlib.fl.scoring import Scorer

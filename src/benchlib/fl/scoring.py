@@ -23,12 +23,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from benchlib.declarations.settings import TrainingSettings
 from benchlib.fl.batched import BatchedClients
 from benchlib.fl.data import SUBSETS, BatchSource, ClientData
 from benchlib.fl.loops import predict
-from benchlib.fl.params import ParamLayout
 from benchlib.methods.base import Method, PeerEvaluator, StarMethod
-from benchlib.settings import TrainingSettings
+from benchlib.models.vectors import ParamLayout
 from benchlib.tasks.base import Task
 
 

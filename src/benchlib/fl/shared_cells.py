@@ -23,8 +23,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchlib.errors import BenchlibError
-from benchlib.io import (
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.io import (
     current_umask,
     loads_json,
     sha256_file,
@@ -61,8 +61,8 @@ def _version(package: str) -> str | None:
 def cell_identity(spec: Any, store: Path, split: Path, device: str, threads: int) -> dict:
     """Everything the cell's numbers depend on (see the module docstring), as JSON data."""
     import benchlib
-    from benchlib import plugins
-    from benchlib.provenance import git_state, spec_components
+    from benchlib.declarations import plugins
+    from benchlib.facts.provenance import git_state
 
     return {
         "format": FORMAT,
@@ -71,7 +71,7 @@ def cell_identity(spec: Any, store: Path, split: Path, device: str, threads: int
         "split": sha256_file(split),
         "benchlib": benchlib.__version__,
         **git_state(),
-        "plugins": plugins.used_by(spec_components(spec)),
+        "plugins": plugins.used_by(spec.components()),
         "python": platform.python_version(),
         "torch": _version("torch"),
         "numpy": _version("numpy"),

@@ -1,19 +1,19 @@
 """Per-dataset input transforms: normalisation and seeded per-sample training augmentation.
 
-Augmentations are torchvision.transforms.v2 classes named in the dataset config
-(``transforms.train: [{name: RandomHorizontalFlip, p: 0.5}, ...]``, names from
-:data:`benchlib.settings.TRANSFORMS`). Each sample of a batch draws its own random parameters;
-the draws come from a keyed seed per batch (seed, round, client, epoch, batch), so a resumed run
-augments exactly as an uninterrupted one. Segmentation masks get the same geometric transform as
-their image (tv_tensors.Mask), never the photometric ones.
+Augmentations are torchvision.transforms.v2 classes named in the dataset config (``transforms.train:
+[{name: RandomHorizontalFlip, p: 0.5}, ...]``, names from
+:data:`benchlib.declarations.settings.TRANSFORMS`). Each sample of a batch draws its own random
+parameters; the draws come from a keyed seed per batch (seed, round, client, epoch, batch), so a
+resumed run augments exactly as an uninterrupted one. Segmentation masks get the same geometric
+transform as their image (tv_tensors.Mask), never the photometric ones.
 
 ``input_size`` fixes the side of the model's square input: a batch of another size (evaluation
-batches, or training batches no augmentation resized) is centre-cropped to ``eval_crop`` (if
-set) and resized to it, e.g. Isic19's 200 px training crops of 224 px store images (image
-classification: masks are not fitted, so segmentation configs leave ``input_size`` unset).
-The section's keys and defaults are declared in :class:`benchlib.settings.TransformSettings`.
-torchvision is imported only when a dataset's transforms use it (importing it costs a cell
-start-up about a second of CPU, and most cells have no transforms).
+batches, or training batches no augmentation resized) is centre-cropped to ``eval_crop`` (if set)
+and resized to it, e.g. Isic19's 200 px training crops of 224 px store images (image classification:
+masks are not fitted, so segmentation configs leave ``input_size`` unset). The section's keys and
+defaults are declared in :class:`benchlib.declarations.settings.TransformSettings`. torchvision is
+imported only when a dataset's transforms use it (importing it costs a cell start-up about a second
+of CPU, and most cells have no transforms).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import BenchlibError
-from benchlib.settings import TransformSettings
+from benchlib.declarations.settings import TransformSettings
+from benchlib.primitives.errors import BenchlibError
 
 
 def _v2() -> ModuleType:

@@ -44,7 +44,8 @@ What an author must know:
   through :meth:`Method.proximal_term`, :meth:`Method.before_training` and
   :meth:`Method.after_training`; overriding :meth:`Method.train_client` or setting
   ``private_prefixes`` makes the cell train its clients one after another.
-- Randomness comes from generators seeded from ``seed`` (:mod:`benchlib.seeding`), never from
+- Randomness comes from generators seeded from ``seed`` (:mod:`benchlib.primitives.seeding`), never
+from
   global RNGs, so a cell is deterministic.
 """
 
@@ -58,10 +59,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib.errors import BenchlibError
+from benchlib.declarations.registry import import_object
+from benchlib.declarations.settings import TrainingSettings
 from benchlib.methods.catalog import METHODS
-from benchlib.registry import import_object
-from benchlib.settings import TrainingSettings
+from benchlib.primitives.errors import BenchlibError
 from benchlib.tasks.base import PeerScoring, Task
 
 LossHook = Callable[[nn.Module], torch.Tensor]

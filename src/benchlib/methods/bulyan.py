@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound
 from benchlib.methods.fedmedian import coordinate_median
 from benchlib.methods.krum import krum_scores
 from benchlib.methods.robust_utils import pairwise_distances
+from benchlib.primitives.errors import require
 
 
 def largest_f(n: int) -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from benchlib.errors import require
+from benchlib.primitives.errors import require
 
 LOG = logging.getLogger("benchlib")
 SIMILARITIES = ("dot", "cosine", "l2", "l1")

@@ -26,7 +26,7 @@ code starts (the engine passes the sizes: ``Method.set_train_sizes``); the TFL p
 lambda's start open (Algorithm 1 takes "initial lambda^(0)" as an input). The two starts differ
 on every TFL benchmark whose clients differ in size: PACS (each domain split into 5 equal parts,
 so 334-786 images per client), eICU (hospitals), CIFAR Dir(0.1) and FeTS (institutions); the
-reading ``lambda_start`` (:mod:`benchlib.readings`) runs both. lambda per round is recorded in
+reading ``lambda_start`` (:mod:`benchlib.grid.readings`) runs both. lambda per round is recorded in
 metrics.json; a non-finite dual loss takes the round's largest finite loss
 (:func:`~benchlib.methods.client_graph.finite_losses`).
 """
@@ -39,7 +39,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib.errors import require
 from benchlib.methods.base import (
     StarMethod,
     StarRound,
@@ -53,7 +52,8 @@ from benchlib.methods.client_graph import (
     start_weights,
 )
 from benchlib.methods.tfl import draw_counts
-from benchlib.seeding import numpy_rng
+from benchlib.primitives.errors import require
+from benchlib.primitives.seeding import numpy_rng
 
 
 class SnapshotHook:

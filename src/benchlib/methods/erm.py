@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound, TrainingContext
+from benchlib.primitives.errors import require
 
 STREAM = "erm"  # the keyed random streams of the pooled training: erm/shuffle, erm/dropout
 

@@ -30,7 +30,6 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import (
     StarMethod,
     StarRound,
@@ -38,6 +37,7 @@ from benchlib.methods.base import (
     parameter_mask,
 )
 from benchlib.methods.robust_utils import distances_to
+from benchlib.primitives.errors import require
 
 
 def trust_weights(

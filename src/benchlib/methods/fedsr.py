@@ -44,10 +44,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from benchlib.errors import require
 from benchlib.methods.base import TrainingContext
 from benchlib.methods.fedavg import FedAvg
 from benchlib.models.tfl import FedSRNet, FedSRSegNet
+from benchlib.primitives.errors import require
 from benchlib.tasks.base import Task
 
 Z_DIM = 512  # per sample: ResNet18's feature width, the authors' default

@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import StarMethod, StarRound
 from benchlib.methods.robust_utils import pairwise_distances
+from benchlib.primitives.errors import require
 
 
 def krum_scores(distances: torch.Tensor, neighbours: int) -> torch.Tensor:

@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
-from benchlib.fl.params import StackSpace
 from benchlib.methods.base import P2PMethod, P2PResult, PeerView
-from benchlib.metrics import expected_calibration_error, finite_rows
+from benchlib.models.vectors import StackSpace
+from benchlib.primitives.metrics import expected_calibration_error, finite_rows
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from benchlib.methods.base import proximal_hook
-from benchlib.metrics import finite_rows
+from benchlib.primitives.metrics import finite_rows
 
 __all__ = [
     "clip_to_radius",

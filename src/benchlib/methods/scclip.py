@@ -35,9 +35,9 @@ import math
 
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import P2PMethod, P2PResult, PeerView
 from benchlib.methods.robust_utils import clip_to_radius, distances_to
+from benchlib.primitives.errors import require
 
 
 class SCClip(P2PMethod):

@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchlib.errors import require
 from benchlib.methods.base import (
     StarMethod,
     StarRound,
@@ -57,6 +56,7 @@ from benchlib.methods.client_graph import (
     similarity_matrix,
     start_weights,
 )
+from benchlib.primitives.errors import require
 
 
 def draw_counts(weights: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:

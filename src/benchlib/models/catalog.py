@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib.params import BOOLEAN, NO_PARAMS, Param, Params
-from benchlib.registry import Registry
-from benchlib.settings import Entry
+from benchlib.declarations.params import BOOLEAN, NO_PARAMS, Param, Params
+from benchlib.declarations.registry import Registry
+from benchlib.declarations.settings import Entry
 
 MODEL_INIT = Param(
     {"enum": ["shared", "per_client", None]},

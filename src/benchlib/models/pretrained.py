@@ -9,7 +9,8 @@ check, and :func:`load_pretrained` re-checks it before loading (``weights_only``
 ``results/weights/<file name>``; a model config asks for it with ``params: {pretrained: true}``
 (``weights_url`` names a mirror whose file name follows the same convention).
 
-The URLs and paths (torch-free, read while the workflow parses) are in :mod:`benchlib.weights`.
+The URLs and paths (torch-free, read while the workflow parses) are in
+:mod:`benchlib.primitives.weights`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from benchlib.errors import BenchlibError, require
-from benchlib.weights import hash_prefix
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.weights import hash_prefix
 
 # torchvision's DenseNet checkpoints predate dots in layer names ("norm.1" for "norm1")
 _DENSENET_OLD_KEY = re.compile(

@@ -15,9 +15,9 @@ from typing import Any
 
 from torch import nn
 
-from benchlib.errors import BenchlibError
+from benchlib.declarations.registry import import_object
 from benchlib.models.catalog import MODELS
-from benchlib.registry import import_object
+from benchlib.primitives.errors import BenchlibError
 
 ModelBuilder = Callable[..., nn.Module]
 

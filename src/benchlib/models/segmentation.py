@@ -15,7 +15,7 @@ from typing import Any
 from monai.networks.nets import BasicUNet
 from torch import nn
 
-from benchlib.errors import require
+from benchlib.primitives.errors import require
 
 # Ronneberger et al.'s widths: 64, 128, 256, 512 and 1024 channels, 64 before the head.
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 
 def fedavg_cnn(

@@ -29,7 +29,7 @@ from timm.models.resnetv2 import ResNetV2
 from timm.models.vision_transformer import Block
 from torch import nn
 
-from benchlib.errors import require
+from benchlib.primitives.errors import require
 
 
 def _conv_bn_relu(in_channels: int, out_channels: int) -> nn.Module:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from benchlib.errors import require
 from benchlib.models.pretrained import load_pretrained
-from benchlib.weights import weights_path
+from benchlib.primitives.errors import require
+from benchlib.primitives.weights import weights_path
 
 
 def _with_input_channels(model: nn.Module, attr: str, channels: int) -> nn.Module:

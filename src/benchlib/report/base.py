@@ -10,9 +10,9 @@ default reports implicitly (:meth:`ReportKind.implicit`). A table report ``NAME`
 The life of a report:
 
 1. config load: :func:`resolve_reports` checks every entry's parameters against the kind's
-   declaration (``params``, a :class:`benchlib.params.Params`), fills in the defaults, checks its
-   references against the config (:meth:`ReportKind.spec`), and resolves them into a JSON spec:
-   everything rendering needs, so rendering never reads the config;
+   declaration (``params``, a :class:`benchlib.declarations.params.Params`), fills in the defaults,
+   checks its references against the config (:meth:`ReportKind.spec`), and resolves them into a JSON
+   spec: everything rendering needs, so rendering never reads the config;
 2. Snakemake: the generic rules ``render_table`` / ``render_figure`` take the report's
    :attr:`Report.inputs` (collected CSVs) as input and pass the spec as a parameter;
 3. ``benchlib report --kind KIND --spec JSON --collected CSV... --out FILE...`` calls
@@ -29,16 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from benchlib import layout
-from benchlib.errors import BenchlibError, require
-from benchlib.params import NO_PARAMS, Param, Params
-from benchlib.registry import Registry, import_submodules
-from benchlib.spec import Cell
+from benchlib.declarations.params import NO_PARAMS, Param, Params
+from benchlib.declarations.registry import Registry, import_submodules
+from benchlib.grid.spec import Cell
+from benchlib.primitives import layout
+from benchlib.primitives.errors import BenchlibError, require
 
 
 class ReportConfig(Protocol):
-    """What report kinds read from a loaded config (:class:`benchlib.config.Config` is one); the
-    reports depend on this view, not on the config module, which resolves them."""
+    """What report kinds read from a loaded config (:class:`benchlib.configuration.config.Config` is
+    one); the reports depend on this view, not on the config module, which resolves them."""
 
     raw: dict[str, Any]
     datasets: dict[str, dict[str, Any]]
@@ -57,7 +57,7 @@ class ReportConfig(Protocol):
 
 
 # kind of output -> the target paths of a report (figure_numbers: a figure and a CSV of the
-# numbers it shows); the patterns live in benchlib.layout
+# numbers it shows); the patterns live in benchlib.primitives.layout
 OUTPUTS: dict[str, tuple[str, ...]] = layout.REPORT_OUTPUTS
 
 

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchlib import layout
+from benchlib.primitives import layout
+from benchlib.primitives.yaml_load import load_yaml_file
 from benchlib.report.base import Report, ReportConfig, experiment_title
-from benchlib.yaml_load import load_yaml_file
 
 PAPER_LABELS = {"lightyear": "LIGHTYEAR", "fedagain": "FedAgain", "tfl": "TFL"}
 _RUN_INPUT = re.compile(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib.errors import BenchlibError, require
+from benchlib.primitives.errors import BenchlibError, require
 from benchlib.report.kinds.common.paper_tables import SCALES
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """A verdict per claim (``claims`` report kind): the claim's blocks read from the cells, the
 one-sided paired test in the claimed direction with Holm's correction across the paper's claims,
 the effect with its bootstrap CI and the design's power (the statistics are
-:mod:`benchlib.report.statistics`'s).
+:mod:`benchlib.report.statistics.inference`'s).
 
 A block is one cell of the grid (experiment, malfunction, k, seed) where the claim's method and
 the methods it is compared with all ran; its value per method is the cell's score (the tables'
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib.report.statistics import (
+from benchlib.report.statistics.inference import (
     bootstrap_ci,
     detectable_effect,
     holm,
@@ -106,7 +106,7 @@ def block_cells(row: dict[str, Any], block: list[Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------------ reading the cells
 def percent(metric: str) -> bool:
     from benchlib.report.kinds.common.paper_tables import MACRO_METRICS
-    from benchlib.report.stats import PERCENT_METRICS
+    from benchlib.report.statistics.table import PERCENT_METRICS
 
     return metric in PERCENT_METRICS | MACRO_METRICS
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchlib.errors import BenchlibError, require
-from benchlib.io import loads_json, write_with_atomic
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import loads_json, write_with_atomic
 
 ID_COLUMNS = [
     "experiment",
@@ -34,7 +34,7 @@ SIZE_COLUMNS = ["n_train", "n_val", "n_test"]
 COUNTS_COLUMN = "class_counts"
 NONFINITE_COLUMN = "nonfinite"  # a diverged cell: how many non-finite models its history records
 METRIC_PREFIX = "test_"
-AXIS_PREFIX = "axis_"  # grid-axis values of a variant experiment's cells (benchlib.axes)
+AXIS_PREFIX = "axis_"  # grid-axis values of a variant experiment's cells (benchlib.grid.axes)
 
 
 def metric_columns(rows: list[dict], prefix: str = METRIC_PREFIX) -> list[str]:

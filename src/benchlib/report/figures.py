@@ -26,7 +26,7 @@ def save_figure(figure: Any, pdf: Path, png: Path | None = None, *, tight: bool 
     """
     import matplotlib.pyplot as plt
 
-    from benchlib.io import write_with_atomic
+    from benchlib.primitives.io import write_with_atomic
 
     bbox: dict[str, Any] = {"bbox_inches": "tight"} if tight else {}
     write_with_atomic(
@@ -41,7 +41,7 @@ def save_figure(figure: Any, pdf: Path, png: Path | None = None, *, tight: bool 
 def mark_diverged(ax: Any, frame: Any, x: str, y: str) -> None:
     """A dagger beside every point whose value includes diverged cells (``diverged`` > 0) and
     a note under the axes counting them."""
-    from benchlib.report.stats import DIVERGED_SIGN
+    from benchlib.report.statistics.table import DIVERGED_SIGN
 
     if "diverged" not in frame or not (frame["diverged"] > 0).any():
         return

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 _SYMBOLS = {
     "pm": "±",

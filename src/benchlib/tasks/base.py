@@ -12,8 +12,8 @@ metrics and primary metric for the torch-free config check). The engine asks the
   outputs: per-sample (or per-pixel) class scores ``[M, C]``, the matching labels ``[M]``, and a
   quality term replacing accuracy where the task has its own (segmentation: Dice).
 
-Metrics come from benchlib.metrics (torchmetrics' definitions) or MONAI; a non-finite output
-(a broken model) counts as a wrong prediction, never as an error.
+Metrics come from benchlib.primitives.metrics (torchmetrics' definitions) or MONAI; a non-finite
+output (a broken model) counts as a wrong prediction, never as an error.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib.errors import BenchlibError
-from benchlib.registry import Registry, import_submodules
+from benchlib.declarations.registry import Registry, import_submodules
+from benchlib.primitives.errors import BenchlibError
 from benchlib.tasks.catalog import TASKS, TaskEntry
 
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib.errors import BenchlibError
-from benchlib.params import NO_PARAMS, NON_NEGATIVE, Param, Params
-from benchlib.registry import Registry
+from benchlib.declarations.params import NO_PARAMS, NON_NEGATIVE, Param, Params
+from benchlib.declarations.registry import Registry
+from benchlib.primitives.errors import BenchlibError
 
 
 @dataclass(frozen=True)

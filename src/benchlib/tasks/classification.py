@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib.errors import require
-from benchlib.metrics import accuracy, finite_rows, macro_score, roc_auc
+from benchlib.primitives.errors import require
+from benchlib.primitives.metrics import accuracy, finite_rows, macro_score, roc_auc
 from benchlib.tasks.base import PeerScoring, Task, register_task
 
 

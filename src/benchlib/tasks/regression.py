@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchlib.metrics import mean_absolute_error, mean_squared_error
+from benchlib.primitives.metrics import mean_absolute_error, mean_squared_error
 from benchlib.tasks.base import Task, register_task
 
 

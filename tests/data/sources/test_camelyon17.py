@@ -22,7 +22,7 @@ from PIL import Image
 from benchlib.data.registry import get_dataset
 from benchlib.data.sources import camelyon17, isic2019
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 # (patient, node, x, y, tumor, slide, center, split): 3 patches in each of the 5 hospitals
 ROWS = [

@@ -19,7 +19,7 @@ from benchlib.data.registry import check_local_copy, get_dataset
 from benchlib.data.sources.chexmask import MIMIC_PAGE, decode_rle
 from benchlib.data.split import SplitSpec, make_split
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 DEMO = SHARED_DATA / "lung_xray_demo"
 SUBJECTS = ["p10000032", "p10000032", "p10000764", "p11000183"]

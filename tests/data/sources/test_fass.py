@@ -18,7 +18,7 @@ from benchlib.data.download import fetch, remote_file
 from benchlib.data.registry import get_dataset
 from benchlib.data.split import SplitSpec, make_split
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 PATIENTS = [f"P{p:03d}" for p in (1, 2, 5, 7, 10, 11, 12, 20, 31, 40)]
 

@@ -15,7 +15,7 @@ from helpers.femnist_sample import LEAF_SAMPLE, SHARDS, TEST_PER_SHARD, TRAIN_PE
 
 from benchlib.data.registry import get_dataset
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 WRITERS_PER_SHARD = [6, 6, 6, 6, 5, 6, 6, 6]
 

@@ -16,8 +16,8 @@ from benchlib.data.partition import UNASSIGNED, check_partition_params, partitio
 from benchlib.data.registry import get_dataset
 from benchlib.data.split import SplitSpec, make_split, read_split, write_split
 from benchlib.data.store import PreparedData, load_store
-from benchlib.errors import BenchlibError
-from benchlib.seeding import numpy_rng
+from benchlib.primitives.errors import BenchlibError
+from benchlib.primitives.seeding import numpy_rng
 
 
 @pytest.fixture(scope="module")

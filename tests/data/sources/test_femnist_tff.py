@@ -21,7 +21,7 @@ from helpers.http_server import serve_directory
 
 from benchlib.data.registry import get_dataset
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 ARCHIVE = "fed_emnist.tar.bz2"
 WRITERS = [f"f{i:04d}_{(7 * i) % 60:02d}" for i in range(18)]

@@ -14,14 +14,14 @@ import yaml
 from conftest import ops_snakemake
 from helpers.fets_folder import tiny_config, tumour, write_fets
 
-from benchlib.cli import main
-from benchlib.config import Config
+from benchlib.commands.cli import main
+from benchlib.configuration.config import Config
 from benchlib.data.registry import get_dataset
 from benchlib.data.sources import fets
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
-from benchlib.paper_configs import load_paper_config
-from benchlib.saved_predictions import chosen_positions, decode_array, encode_array
+from benchlib.facts.saved_predictions import chosen_positions, decode_array, encode_array
+from benchlib.grid.paper_configs import load_paper_config
+from benchlib.primitives.errors import BenchlibError
 
 
 @pytest.fixture(scope="module")

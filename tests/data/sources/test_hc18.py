@@ -15,7 +15,7 @@ from benchlib.data.seg_images import read_grey, resize_pair
 from benchlib.data.sources.hc18 import filled_mask, hc18_pairs
 from benchlib.data.split import SplitSpec, make_split
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 HC18 = SHARED_DATA / "fetal_hc18_sample"
 

@@ -22,7 +22,7 @@ from benchlib.data.colour_constancy import centre_crop_or_pad, shades_of_gray, s
 from benchlib.data.registry import get_dataset
 from benchlib.data.sources import isic2019
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 SAMPLE = REPO.parent / "shared" / "data" / "isic2019_sample"
 CLASSES = ["MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC", "UNK"]

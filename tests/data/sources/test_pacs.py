@@ -16,7 +16,7 @@ from PIL import Image
 
 from benchlib.data.registry import get_dataset
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 SAMPLE = REPO.parent / "shared" / "data" / "pacs_sample"
 DOMAINS = ["art_painting", "cartoon", "photo", "sketch"]

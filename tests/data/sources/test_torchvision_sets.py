@@ -20,7 +20,7 @@ from benchlib.data.download import remote_files
 from benchlib.data.registry import get_dataset
 from benchlib.data.sources.torchvision_sets import CIFAR, MNIST_FILES
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 
 @pytest.fixture(autouse=True)

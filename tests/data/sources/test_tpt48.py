@@ -16,7 +16,7 @@ from helpers.http_server import serve_directory
 from benchlib.data.registry import get_dataset
 from benchlib.data.sources import tpt48
 from benchlib.data.store import load_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 
 REAL = REPO.parent / "shared" / "data" / "tpt48" / tpt48.FILE
 

@@ -7,8 +7,8 @@ parse included, so it imports no torch: each declaration names its implementatio
 
 import benchlib_fedavgm.report  # noqa: F401  (registers the worst_client report kind)
 from benchlib.data.registry import DatasetSource, register_dataset
+from benchlib.declarations.params import Param
 from benchlib.methods.catalog import METHODS, declare_method
-from benchlib.params import Param
 from benchlib_fedavgm.source import prepare_inverted
 
 declare_method(

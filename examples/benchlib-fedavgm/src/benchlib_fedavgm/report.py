@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchlib import layout
-from benchlib.io import write_text_atomic
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives import layout
+from benchlib.primitives.io import write_text_atomic
 from benchlib.report.base import (
     ReportConfig,
     ReportKind,
@@ -23,7 +23,7 @@ from benchlib.report.base import (
     register_kind,
     required_param,
 )
-from benchlib.report.stats import read_collected, table_rows
+from benchlib.report.statistics.table import read_collected, table_rows
 
 
 @register_kind

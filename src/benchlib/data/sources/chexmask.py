@@ -39,10 +39,10 @@ from benchlib.data.seg_images import (
     resize_pair,
 )
 from benchlib.data.store import write_store
-from benchlib.errors import BenchlibError, require
-from benchlib.io import sha256_file
-from benchlib.params import Param, Params
-from benchlib.seeding import numpy_rng
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import sha256_file
+from benchlib.primitives.seeding import numpy_rng
 
 MIMIC_PAGE = "https://physionet.org/content/mimic-cxr-jpg/2.1.0/"
 CHEXMASK_PAGE = "https://physionet.org/content/chexmask-cxr-segmentation-data/1.0.0/"

@@ -43,8 +43,8 @@ from benchlib.data.seg_images import (
     resize_pair,
 )
 from benchlib.data.store import write_store
-from benchlib.errors import BenchlibError, require
-from benchlib.params import Params
+from benchlib.declarations.params import Params
+from benchlib.primitives.errors import BenchlibError, require
 
 FASS_ARCHIVE = "fass.zip"
 FASS_URL = (

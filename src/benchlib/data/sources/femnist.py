@@ -40,9 +40,9 @@ from benchlib.data.download import (
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
-from benchlib.errors import BenchlibError, require
-from benchlib.io import sha256_file
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import sha256_file
 
 NUM_CLASSES = 62
 SIDE = 28

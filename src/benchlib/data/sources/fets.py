@@ -45,9 +45,9 @@ from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.seg_images import LOG, check_sha256sums
 from benchlib.data.store import write_store
-from benchlib.errors import BenchlibError, require
-from benchlib.params import Param, Params
-from benchlib.seeding import numpy_rng
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.seeding import numpy_rng
 
 ACCESS = "https://www.synapse.org/#!Synapse:syn28546456/wiki/617093"
 LAYOUT = (

@@ -32,8 +32,8 @@ from benchlib.data.seg_images import (
     resize_pair,
 )
 from benchlib.data.store import write_store
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import require
 
 IMAGE_NAME = re.compile(r"^(\d+)_(\d*)HC\.png$")
 

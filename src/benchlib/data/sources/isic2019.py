@@ -44,9 +44,9 @@ from benchlib.data.paths import resolve_input_path
 from benchlib.data.progress import ItemProgress
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
-from benchlib.errors import BenchlibError, require
-from benchlib.io import sha256_file
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import sha256_file
 
 LOG = logging.getLogger("benchlib")
 CLASSES = ("MEL", "NV", "BCC", "AK", "BKL", "DF", "VASC", "SCC")

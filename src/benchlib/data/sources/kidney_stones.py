@@ -30,8 +30,8 @@ from benchlib.data.images import open_image
 from benchlib.data.patches import extract_patches
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import require
 
 VIEWS = ("SUR", "SEC", "MIX")
 SPLITS = ("train", "test")

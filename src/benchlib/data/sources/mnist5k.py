@@ -16,9 +16,9 @@ import pandas as pd
 
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
-from benchlib.errors import BenchlibError, require
-from benchlib.io import sha256_file
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import sha256_file
 
 SOURCE_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
 

@@ -18,9 +18,9 @@ import pandas as pd
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
-from benchlib.errors import require
-from benchlib.io import sha256_file
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import require
+from benchlib.primitives.io import sha256_file
 
 
 def prepare_tabular_csv(out_dir: Path, params: dict[str, Any]) -> None:

@@ -42,8 +42,8 @@ from benchlib.data.download import (
 )
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
-from benchlib.errors import BenchlibError, require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import BenchlibError, require
 
 MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 MNIST_FILES = {  # key -> (file name, torchvision's md5)

@@ -39,9 +39,9 @@ from benchlib.data.download import (
 from benchlib.data.paths import resolve_input_path
 from benchlib.data.registry import DatasetSource, register_dataset
 from benchlib.data.store import write_store
-from benchlib.errors import BenchlibError, require
-from benchlib.io import sha256_file
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import sha256_file
 
 FILE = "month_temp_data.pkl"
 COMMIT = "21452a842d1de685efdcc0e751934c2df7abbfc6"

@@ -18,13 +18,13 @@ from conftest import REPO, benchlib_exe, tool_env
 from helpers.paths import GOLDEN
 from scipy import stats
 
-from benchlib.claims import CLAIM_SETS, declare_claims
-from benchlib.config import Config, load_config, load_config_file
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Config, load_config, load_config_file
+from benchlib.grid.claims import CLAIM_SETS, declare_claims
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 from benchlib.report.claim_outputs import plain_table
 from benchlib.report.kinds.common.claims import verdicts
-from benchlib.report.statistics import detectable_effect, holm, pairs_needed, t_power
+from benchlib.report.statistics.inference import detectable_effect, holm, pairs_needed, t_power
 
 DEMO = REPO / "config" / "demo.yaml"
 

@@ -13,8 +13,8 @@ import pytest
 from conftest import REPO
 from scipy.stats import t as student_t
 
-from benchlib.config import load_config
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import load_config
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 
 BASE = {"fedavg": 0.5, "fedprox": 0.6, "drfa": 0.7, "tfl": 0.4, "erm": 0.3}  # MSE per method
@@ -28,7 +28,7 @@ def mse(method: str, seed: int, index: int) -> float:
 
 def tpt48_three_seeds():
     """config/tfl_tpt48.yaml with seeds 0-2 (the hand-made values below have three seeds)."""
-    from benchlib.config import Config
+    from benchlib.configuration.config import Config
 
     raw = json.loads(json.dumps(load_config(REPO / "config" / "tfl_tpt48.yaml").raw))
     for name in ("tpt48_ew", "tpt48_ns"):
@@ -292,12 +292,12 @@ def test_columns_mode_errors() -> None:
 
 
 def yaml_config(name: str) -> dict:
-    from benchlib.config import load_config_file
+    from benchlib.configuration.config import load_config_file
 
     return load_config_file(REPO / "config" / name)
 
 
 def _config(raw: dict):
-    from benchlib.config import Config
+    from benchlib.configuration.config import Config
 
     return Config(raw).reports

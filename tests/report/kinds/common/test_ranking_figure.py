@@ -15,8 +15,8 @@ import yaml
 from conftest import REPO, benchlib_exe, tool_env
 from helpers.paths import GOLDEN
 
-from benchlib.config import Config, load_config_file
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Config, load_config_file
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.kinds.common.ranking import caption_lines, compute
 
 # smoke.yaml: experiment smoke, methods local/fedavg/lightyear, malfunctions sfa/ana, k 0..2,

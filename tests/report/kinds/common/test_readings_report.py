@@ -13,8 +13,8 @@ import pytest
 from conftest import REPO
 from scipy.stats import t as student_t
 
-from benchlib.config import load_config
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import load_config
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.common.readings import conclusion, order_tests, pair_verdict, score
 
@@ -44,7 +44,7 @@ def tpt48():
     """config/tfl_tpt48.yaml as the earlier sweep ran it: every combination of the dual step
     and the prior, seeds 0-2, every column's methods, ERM a reference, the paper's order in
     every column as the criterion."""
-    from benchlib.config import Config
+    from benchlib.configuration.config import Config
 
     raw = load_config(REPO / "config" / "tfl_tpt48.yaml").raw
     raw = json.loads(json.dumps(raw))
@@ -182,7 +182,7 @@ def test_a_diverged_cell_is_marked_under_every_reading_that_reads_it(tpt48, tmp_
 def test_a_report_on_some_seeds_reads_only_theirs(tpt48, tmp_path: Path) -> None:
     raw = json.loads(json.dumps(tpt48.raw))
     raw["reports"]["tfl_table4_readings"]["seeds"] = [0]
-    from benchlib.config import Config
+    from benchlib.configuration.config import Config
 
     config = Config(raw)
     report = config.reports["tfl_table4_readings"]
@@ -236,7 +236,7 @@ def test_conclusion_and_verdicts() -> None:
 
 
 def test_a_column_of_an_unswept_experiment_is_an_error(tpt48) -> None:
-    from benchlib.config import Config
+    from benchlib.configuration.config import Config
 
     raw = json.loads(json.dumps(tpt48.raw))
     del raw["experiments"]["tpt48_ew"]["axes"]

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 from conftest import REPO, tool_env
 
-from benchlib.config import Config, load_config_file
-from benchlib.errors import BenchlibError
+from benchlib.configuration.config import Config, load_config_file
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.common.paper_comparison import compare_frame, kendall_by_column
 from benchlib.report.kinds.lightyear.topology_figure import topology_frame

@@ -12,9 +12,9 @@ import pytest
 from helpers.paths import REPO
 from helpers.task_stores import segmentation_store
 
-from benchlib.config import Config
+from benchlib.configuration.config import Config
 from benchlib.data.store import load_store, write_store
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.lightyear.sample_images import choose_samples, draw_samples
 
@@ -108,7 +108,7 @@ def test_render_writes_pdf_and_png_from_the_store(tmp_path):
 
 
 def test_config_entry_resolves_to_the_store(tmp_path):
-    from benchlib.config import load_config_file
+    from benchlib.configuration.config import load_config_file
 
     raw = load_config_file(REPO / "config" / "smoke.yaml")
     dataset = next(iter(raw["datasets"]))

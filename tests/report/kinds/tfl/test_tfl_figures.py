@@ -14,7 +14,7 @@ import pytest
 import torch
 from helpers.builders import build_method
 
-from benchlib.errors import BenchlibError
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.tfl.tfl_similarity_figure import scale_row
 

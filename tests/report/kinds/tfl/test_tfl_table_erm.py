@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from benchlib.config import Config
-from benchlib.errors import BenchlibError
-from benchlib.paper_configs import load_paper_config
+from benchlib.configuration.config import Config
+from benchlib.grid.paper_configs import load_paper_config
+from benchlib.primitives.errors import BenchlibError
 from benchlib.report.base import get_kind
 from benchlib.report.kinds.tfl.tfl_table import best_round, c_params_millions
 

@@ -1,5 +1,5 @@
 """What the papers claim, tested (``reports/<name>.md``, ``.pdf`` and ``.csv``): per claim of a
-claim set (:mod:`benchlib.claims`) the verdict (supported, contradicted, inconclusive, or not
+claim set (:mod:`benchlib.grid.claims`) the verdict (supported, contradicted, inconclusive, or not
 tested when a cell is missing or diverged), the effect with its bootstrap CI, the one-sided p
 before and after Holm's correction, the blocks, and the power of this design: the smallest
 effect it detects at the claim set's power, and the seeds the paper's own effect would need.
@@ -25,14 +25,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
 from benchlib.report.base import ReportKind, check_outputs, register_kind, required_param
 from benchlib.report.claim_outputs import NO_READING, markdown, numbers_frame, plot_claims
 from benchlib.report.claim_verdicts import block_cells
 from benchlib.report.kinds.common.paper_tables import SCALES, matching_experiments
-from benchlib.report.statistics import CONFIDENCE, RESAMPLES, SEED
+from benchlib.report.statistics.inference import CONFIDENCE, RESAMPLES, SEED
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
@@ -48,7 +48,7 @@ def _method_ids(
 ) -> dict[str, str]:
     """claim method name -> the config method of ``experiment`` that runs it (where any); a
     method added with ``add_methods`` stands for a paper method only when a claim names it."""
-    from benchlib.paper_configs import added_methods
+    from benchlib.grid.paper_configs import added_methods
     from benchlib.report.kinds.common.paper_tables import match_methods
 
     run = list(config.experiments[experiment]["methods"])
@@ -165,7 +165,7 @@ def claim_row(
 ) -> dict[str, Any]:
     """One claim under one reading: what it compares, its test and its blocks (or the reason
     it is not tested here in ``status``)."""
-    from benchlib.claims import condition_text
+    from benchlib.grid.claims import condition_text
 
     row = {
         "id": claim["id"],
@@ -280,7 +280,7 @@ def _homes(config: ReportConfig, experiments: list[str]) -> dict[str, dict[str, 
 
 def metrics_file(row: dict[str, Any], cell: list[Any]) -> str:
     """The metrics.json of a cell as the spec names it (its home experiment's run)."""
-    from benchlib.spec import Cell
+    from benchlib.grid.spec import Cell
 
     experiment, malfunction, method, k, seed = cell
     home = row["homes"].get(experiment, {}).get(method, experiment)
@@ -426,7 +426,7 @@ class ClaimsReport(ReportKind):
     )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
-        from benchlib.claims import claim_set
+        from benchlib.grid.claims import claim_set
 
         given = [k for k in ("groups", "readings") if params[k] is not None]
         require(len(given) == 1, "give exactly one of groups and readings")
@@ -453,7 +453,7 @@ class ClaimsReport(ReportKind):
         return list(spec["inputs"])
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        from benchlib.io import write_text_atomic, write_with_atomic
+        from benchlib.primitives.io import write_text_atomic, write_with_atomic
 
         check_outputs(self, outputs)
         found = verdicts(spec, [Path(p) for p in inputs])

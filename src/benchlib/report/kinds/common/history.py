@@ -12,18 +12,18 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
-from benchlib.errors import BenchlibError, require
-from benchlib.io import loads_json
+from benchlib.declarations.malfunctions import NO_MALFUNCTION
+from benchlib.primitives import layout
+from benchlib.primitives.errors import BenchlibError, require
+from benchlib.primitives.io import loads_json
 from benchlib.report.base import ReportKind, check_known, check_outputs
 from benchlib.report.figures import save_figure
+from benchlib.report.statistics.table import per_round_stats
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from benchlib.report.base import ReportConfig
-
-NO_MALFUNCTION = "none"
 
 
 def run_file(experiment: str, malfunction: str, method: str, k: int, seed: int) -> str:
@@ -77,13 +77,6 @@ def round_frame(runs: list[dict[str, Any]], inputs: list[Path]) -> pd.DataFrame:
                 rows.append({**run, "round": round_index, "client": client, "value": value})
     require(bool(rows), "the metrics files hold no rounds")
     return pd.DataFrame(rows)
-
-
-def per_round_stats(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Mean and population std (ddof 0) over clients (seeds averaged per client first)."""
-    per_client = frame.groupby([*by, "round", "client"], as_index=False)["value"].mean()
-    grouped = per_client.groupby([*by, "round"])["value"]
-    return grouped.agg(mean="mean", std=lambda v: float(v.std(ddof=0))).reset_index()
 
 
 def scaled_round_stats(

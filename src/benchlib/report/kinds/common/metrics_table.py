@@ -16,9 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import __version__, layout
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib import __version__
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -30,7 +31,7 @@ from benchlib.report.base import (
     register_kind,
     required_param,
 )
-from benchlib.report.stats import METRIC_PATTERN, MetricDisplay
+from benchlib.report.statistics.table import METRIC_PATTERN, MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
@@ -85,9 +86,9 @@ class MetricsTable(ReportKind):
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         import pandas as pd
 
-        from benchlib.io import write_text_atomic
+        from benchlib.primitives.io import write_text_atomic
         from benchlib.report.latex import render_template
-        from benchlib.report.stats import (
+        from benchlib.report.statistics.table import (
             DIVERGED_MARK,
             check_metric,
             diverged_note,

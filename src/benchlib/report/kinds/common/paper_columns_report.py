@@ -1,20 +1,21 @@
 """The text and figure of a ``paper_comparison`` in ``columns`` mode (FedAgain, TFL): per paper
 column ours vs. the paper with the difference, a bootstrap 95 % CI of ours, Kendall's tau of the
 method order and the paired test of our best method against our second (see
-:mod:`benchlib.report.statistics`). Lower is better for the metrics in
-:data:`~benchlib.report.statistics.LOWER_IS_BETTER` (MSE), higher for the others."""
+:mod:`benchlib.report.statistics.inference`). Lower is better for the metrics in
+:data:`~benchlib.report.statistics.inference.LOWER_IS_BETTER` (MSE), higher for the others."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib.report.statistics import (
+from benchlib.report.statistics.inference import (
     interval_frame,
     is_lower_better,
     test_frame,
 )
-from benchlib.report.stats import DIVERGED_SIGN, diverged_cells_note
+from benchlib.report.statistics.order import taus_by
+from benchlib.report.statistics.table import DIVERGED_SIGN, diverged_cells_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,16 +66,7 @@ def diverged_labels(cells: pd.DataFrame) -> list[str]:
 def column_taus(frame: pd.DataFrame, references: list[str]) -> pd.DataFrame:
     """Kendall's tau-b of ours vs. the paper's values per (source, column, metric), over the
     methods with both (``references``, e.g. centralised ERM, left out)."""
-    import pandas as pd
-    from scipy.stats import kendalltau
-
-    rows = []
-    kept = frame[~frame["method"].isin(references)].dropna(subset=["paper"])
-    for key, group in kept.groupby(KEYS, sort=False):
-        tau = kendalltau(group["ours"], group["paper"]).statistic if len(group) >= 2 else None
-        tau = None if tau is None or tau != tau else float(tau)
-        rows.append(dict(zip(KEYS, key, strict=True)) | {"methods": len(group), "kendall_tau": tau})
-    return pd.DataFrame(rows, columns=[*KEYS, "methods", "kendall_tau"])
+    return taus_by(frame[~frame["method"].isin(references)], KEYS, sort=False)
 
 
 def column_statistics(

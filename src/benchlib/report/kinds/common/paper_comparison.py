@@ -32,12 +32,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
 from benchlib.data.paths import resolve_input_path
-from benchlib.errors import require
-from benchlib.limits import MAX_RESAMPLES
-from benchlib.paper_configs import added_methods
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.grid.paper_configs import added_methods
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
+from benchlib.primitives.limits import MAX_RESAMPLES
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -48,12 +48,6 @@ from benchlib.report.base import (
     spec_value,
 )
 from benchlib.report.figures import mark_diverged, pyplot, save_figure
-from benchlib.report.kinds.common.paper_statistics import (
-    LIGHTYEAR_KEYS,
-    interval_text,
-    lightyear_statistics,
-    test_text,
-)
 from benchlib.report.kinds.common.paper_tables import (
     COLUMN_ENTRY,
     SCALES,
@@ -64,8 +58,15 @@ from benchlib.report.kinds.common.paper_tables import (
     spec_inputs,
     uncompared_values,
 )
-from benchlib.report.statistics import CONFIDENCE, PAIRED_TESTS, RESAMPLES
-from benchlib.report.stats import DIVERGED_SIGN, diverged_cells_note
+from benchlib.report.statistics.inference import CONFIDENCE, PAIRED_TESTS, RESAMPLES
+from benchlib.report.statistics.order import taus_by
+from benchlib.report.statistics.paper import (
+    LIGHTYEAR_KEYS,
+    interval_text,
+    lightyear_statistics,
+    test_text,
+)
+from benchlib.report.statistics.table import DIVERGED_SIGN, diverged_cells_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -119,7 +120,7 @@ def compare_frame(
     """One row per cell we ran: ours (mean, std in percent), the paper's, difference, within."""
     import pandas as pd
 
-    from benchlib.report.stats import summarise
+    from benchlib.report.statistics.table import summarise
 
     parts = []
     for exp in experiments:
@@ -188,16 +189,7 @@ def diverged_labels(collected: pd.DataFrame, experiments: list[dict[str, Any]]) 
 
 def kendall_by_column(frame: pd.DataFrame) -> pd.DataFrame:
     """Kendall's tau (tau-b) of ours vs. the paper's method order per (experiment, malf., k)."""
-    import pandas as pd
-    from scipy.stats import kendalltau
-
-    rows = []
-    keys = ["experiment", "malfunction", "k"]
-    for key, group in frame.dropna(subset=["paper"]).groupby(keys, sort=True):
-        tau = kendalltau(group["ours"], group["paper"]).statistic if len(group) >= 2 else None
-        tau = None if tau is None or tau != tau else float(tau)
-        rows.append(dict(zip(keys, key, strict=True)) | {"methods": len(group), "kendall_tau": tau})
-    return pd.DataFrame(rows, columns=[*keys, "methods", "kendall_tau"])
+    return taus_by(frame, ["experiment", "malfunction", "k"])
 
 
 def reading_summary(frame: pd.DataFrame, taus: pd.DataFrame) -> pd.DataFrame:
@@ -533,7 +525,7 @@ class PaperComparison(ReportKind):
         ]
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        from benchlib.io import write_text_atomic
+        from benchlib.primitives.io import write_text_atomic
 
         check_outputs(self, outputs)
         require(

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
-from benchlib.errors import require
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
 
 # how far a run is from the paper: stated in the first lines of every comparison report
 SCALES = {
@@ -347,7 +347,7 @@ def score_columns(columns: list[dict[str, Any]], inputs: list[Path]) -> tuple[An
     order."""
     import pandas as pd
 
-    from benchlib.report.stats import PERCENT_METRICS
+    from benchlib.report.statistics.table import PERCENT_METRICS
 
     percent_metrics = PERCENT_METRICS | MACRO_METRICS
     names = spec_inputs(columns)

@@ -1,9 +1,9 @@
-"""Ranking of methods over the cells of one or more experiments: each (malfunction, k, seed) cell
-is a block, the methods are the treatments, a block's value of a method is its mean client test
-metric (:mod:`benchlib.report.ranking`). The figure draws the critical-difference diagram of the
-mean ranks (Friedman test, Nemenyi or Conover post-hoc) and the interquartile mean per method
-with its stratified-bootstrap CI; it states what the blocks are and what it cannot show. The
-numbers go to ``figures/<name>.csv`` beside it. Config entry::
+"""Ranking of methods over the cells of one or more experiments: each (malfunction, k, seed) cell is
+a block, the methods are the treatments, a block's value of a method is its mean client test metric
+(:mod:`benchlib.report.statistics.ranking`). The figure draws the critical-difference diagram of the
+mean ranks (Friedman test, Nemenyi or Conover post-hoc) and the interquartile mean per method with
+its stratified-bootstrap CI; it states what the blocks are and what it cannot show. The numbers go
+to ``figures/<name>.csv`` beside it. Config entry::
 
     reports:
       mnist5k_ranking: {kind: ranking, experiments: [mnist5k]}
@@ -15,11 +15,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
-from benchlib.errors import require
-from benchlib.limits import MAX_RESAMPLES
-from benchlib.paper_configs import added_methods
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.grid.paper_configs import added_methods
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
+from benchlib.primitives.limits import MAX_RESAMPLES
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -31,14 +31,14 @@ from benchlib.report.base import (
     required_param,
     spec_value,
 )
-from benchlib.report.statistics import is_lower_better
-from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
+from benchlib.report.statistics.inference import is_lower_better
+from benchlib.report.statistics.table import METRIC_PARAMS, MetricDisplay, metric_display
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from benchlib.report.base import ReportConfig
-    from benchlib.report.ranking import Ranking
+    from benchlib.report.statistics.ranking import Ranking
 
 LOG = logging.getLogger("benchlib")
 NAMES = {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"type": "string"}}
@@ -50,7 +50,7 @@ def ranking_rows(collected: pd.DataFrame, experiments: list[dict[str, Any]]) -> 
     k = 0 cells, each row once."""
     import pandas as pd
 
-    from benchlib.report.stats import table_rows
+    from benchlib.report.statistics.table import table_rows
 
     parts = [
         table_rows(collected, exp["experiment"], malfunction)
@@ -62,8 +62,8 @@ def ranking_rows(collected: pd.DataFrame, experiments: list[dict[str, Any]]) -> 
 
 def compute(spec: dict[str, Any], collected: pd.DataFrame) -> Ranking:
     """The ranking of a spec's methods over the blocks of ``collected``."""
-    from benchlib.report.ranking import make_blocks, rank_methods
-    from benchlib.report.stats import check_metric
+    from benchlib.report.statistics.ranking import make_blocks, rank_methods
+    from benchlib.report.statistics.table import check_metric
 
     display = MetricDisplay.from_spec(spec)
     check_metric(collected, display.metric, f"figure {spec['name']}")
@@ -187,7 +187,7 @@ def caption_lines(spec: dict[str, Any], ranking: Ranking) -> list[str]:
 
 
 def _posthoc_label(test: str) -> str:
-    from benchlib.report.ranking import POSTHOC_TESTS
+    from benchlib.report.statistics.ranking import POSTHOC_TESTS
 
     return POSTHOC_TESTS[test]
 
@@ -389,7 +389,7 @@ class RankingFigure(ReportKind):
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         import pandas as pd
 
-        from benchlib.io import write_with_atomic
+        from benchlib.primitives.io import write_with_atomic
 
         check_outputs(self, outputs)
         require(bool(inputs), "ranking reads collected CSVs; pass --collected CSV...")

@@ -1,8 +1,8 @@
-"""Readings report (``reports/<name>.md`` and ``.pdf``): one paper table under every combination
-of the readings its experiments sweep (``axes: {reading.<name>: [...]}``, see
-:mod:`benchlib.readings`), side by side: per column and reading ours per method with a bootstrap
-CI over the cells (experiment x seed), Kendall's tau of our method order against the paper's,
-and paired tests along the paper's order (each method against the next one the paper ranks
+"""Readings report (``reports/<name>.md`` and ``.pdf``): one paper table under every combination of
+the readings its experiments sweep (``axes: {reading.<name>: [...]}``, see
+:mod:`benchlib.grid.readings`), side by side: per column and reading ours per method with a
+bootstrap CI over the cells (experiment x seed), Kendall's tau of our method order against the
+paper's, and paired tests along the paper's order (each method against the next one the paper ranks
 below it). It says plainly which readings, if any, reproduce the paper's order. Config entry::
 
     reports:
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchlib.data.paths import resolve_input_path
-from benchlib.errors import require
-from benchlib.limits import MAX_RESAMPLES
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import require
+from benchlib.primitives.limits import MAX_RESAMPLES
 from benchlib.report.base import ReportKind, check_experiments, check_outputs, register_kind
 from benchlib.report.kinds.common.paper_columns_report import diverged_labels, ours_per_method
 from benchlib.report.kinds.common.paper_tables import (
@@ -39,14 +39,17 @@ from benchlib.report.kinds.common.paper_tables import (
     score_columns,
     spec_inputs,
 )
-from benchlib.report.statistics import (
+from benchlib.report.statistics.inference import (
     CONFIDENCE,
     PAIRED_TESTS,
+    POWER,
     RESAMPLES,
+    detectable_difference,
     is_lower_better,
     paired_test,
 )
-from benchlib.report.stats import DIVERGED_SIGN, diverged_cells_note
+from benchlib.report.statistics.order import tau_b
+from benchlib.report.statistics.table import DIVERGED_SIGN, diverged_cells_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,16 +118,6 @@ def _combination_specs(
     return result
 
 
-def tau_b(ours: list[float], paper: list[float]) -> float | None:
-    """Kendall's tau-b of two orders (None for fewer than 2 values or no variation)."""
-    from scipy.stats import kendalltau
-
-    if len(ours) < 2:
-        return None
-    tau = kendalltau(ours, paper).statistic
-    return None if tau != tau else float(tau)
-
-
 def score(
     units: pd.DataFrame, paper: pd.DataFrame, references: list[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -179,39 +172,6 @@ def order_tests(
     columns = [*KEYS, "better", "worse", "gap", "pairs", "p_value", "note", "verdict"]
     columns.append("detectable")
     return pd.DataFrame(rows, columns=columns)
-
-
-POWER = 0.8
-
-
-def detectable_difference(differences: list[float], alpha: float = ALPHA, power: float = POWER):
-    """The smallest true mean difference a two-sided paired t-test at ``alpha`` detects with
-    probability ``power`` over ``len(differences)`` pairs whose differences have the observed
-    standard deviation (ddof 1): delta with P(|T| > t_crit) = power, T noncentral t with n - 1
-    degrees of freedom and noncentrality delta sqrt(n) / sd. None for fewer than 2 pairs."""
-    import numpy as np
-    from scipy.optimize import brentq
-    from scipy.stats import nct, t
-
-    n = len(differences)
-    if n < 2:
-        return None
-    sd = float(np.std(differences, ddof=1))
-    if sd == 0:
-        return 0.0
-    df = n - 1
-    critical = float(t.ppf(1 - alpha / 2, df))
-
-    def shortfall(effect: float) -> float:
-        nc = effect * np.sqrt(n)
-        return float(nct.sf(critical, df, nc) + nct.cdf(-critical, df, nc)) - power
-
-    high = 1.0
-    while shortfall(high) < 0:  # widen until the power is reached (large for very few pairs)
-        high *= 2
-        if high > 1e3 or shortfall(high) != shortfall(high):
-            return None
-    return sd * brentq(shortfall, 0.0, high)
 
 
 def pair_verdict(gap: float, p_value: float | None, alpha: float = ALPHA) -> str:
@@ -282,7 +242,7 @@ def _digits(metric: str) -> int:
 
 def markdown(spec: dict[str, Any], results: list[dict[str, Any]], figure: str) -> str:
     """The report text from the per-reading results of :func:`evaluate`."""
-    from benchlib.readings import READINGS
+    from benchlib.grid.readings import READINGS
 
     confidence = round(100 * spec["confidence"])
     swept = list(results[0]["readings"])
@@ -307,7 +267,8 @@ def markdown(spec: dict[str, Any], results: list[dict[str, Any]], figure: str) -
         f"**{conclusion(summary, criterion)}**",
         "",
         *([diverged_cells_note(diverged), ""] if diverged else []),
-        f"Readings swept ({len(results)} combinations; declared in `benchlib.readings`, listed "
+        f"Readings swept ({len(results)} combinations; declared in "
+        "`benchlib.grid.readings`, listed "
         "with the paper's words in docs/papers/readings.md; chosen before any run):",
         "",
     ]
@@ -429,7 +390,7 @@ def evaluate(
 ) -> list[dict[str, Any]]:
     """Per reading combination: its label, readings, means, taus, intervals, order tests and
     the labels of its diverged cells."""
-    from benchlib.report.statistics import interval_frame
+    from benchlib.report.statistics.inference import interval_frame
 
     results = []
     for combo in spec["combinations"]:
@@ -576,7 +537,7 @@ class Readings(ReportKind):
         return [spec["paper_values"], *dict.fromkeys(files)]
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        from benchlib.io import write_text_atomic
+        from benchlib.primitives.io import write_text_atomic
 
         check_outputs(self, outputs)
         names = self.inputs(spec)

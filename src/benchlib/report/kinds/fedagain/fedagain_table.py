@@ -20,10 +20,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
-from benchlib.errors import require
-from benchlib.io import write_text_atomic
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
+from benchlib.primitives.io import write_text_atomic
 from benchlib.report.base import (
     ReportKind,
     check_outputs,

@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import require
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -69,8 +69,8 @@ class FedAgainTrust(ReportKind):
     )
 
     def spec(self, name: str, params: dict[str, Any], config: ReportConfig) -> dict[str, Any]:
-        from benchlib.config import Cell
         from benchlib.data.corruptions import corrupted_clients, scenario_of
+        from benchlib.grid.spec import Cell
 
         experiments = list(params["experiments"])
         check_experiments(config, experiments)

@@ -1,1 +1,1 @@
-"""Report kinds of LIGHTYEAR's tables and figures (robustness tables, agreement views, samples)."""
+"""Report kinds of LIGHTYEAR's own tables and figures (topology, agreement views, samples)."""

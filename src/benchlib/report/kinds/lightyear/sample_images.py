@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchlib import layout
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
 from benchlib.report.base import (
     ReportKind,
     check_outputs,

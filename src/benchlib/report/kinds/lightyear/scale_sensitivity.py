@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib.errors import require
-from benchlib.params import Params
+from benchlib.declarations.params import Params
+from benchlib.primitives.errors import require
 from benchlib.report.base import derived_param, register_kind, required_param, spec_value
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import (

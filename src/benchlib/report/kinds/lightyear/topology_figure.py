@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -35,7 +35,7 @@ from benchlib.report.base import (
     spec_value,
 )
 from benchlib.report.kinds.common.history import check_methods
-from benchlib.report.stats import METRIC_PARAMS, MetricDisplay, metric_display
+from benchlib.report.statistics.table import METRIC_PARAMS, MetricDisplay, metric_display
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,7 +64,7 @@ def topology_frame(collected: pd.DataFrame, spec: dict[str, Any]) -> pd.DataFram
     spread) of every series and panel."""
     import pandas as pd
 
-    from benchlib.report.stats import check_metric, summarise, table_rows
+    from benchlib.report.statistics.table import check_metric, summarise, table_rows
 
     display = MetricDisplay.from_spec(spec)
     check_metric(collected, display.metric, "figure")
@@ -131,7 +131,7 @@ class TopologyFigure(ReportKind):
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
         import pandas as pd
 
-        from benchlib.report.kinds.lightyear.robustness_figure import plot_robustness
+        from benchlib.report.kinds.common.robustness_figure import plot_robustness
 
         check_outputs(self, outputs)
         require(bool(inputs), "topology_figure reads collected CSVs; pass --collected CSV...")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchlib import __version__
-from benchlib.params import Params
+from benchlib.declarations.params import Params
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -115,7 +115,7 @@ class TrainingDetails(ReportKind):
         return training_details_spec(config, experiments)
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        from benchlib.io import write_text_atomic
+        from benchlib.primitives.io import write_text_atomic
 
         check_outputs(self, outputs)
         write_text_atomic(outputs[0], render_training_details(spec))

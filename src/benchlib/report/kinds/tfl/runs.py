@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from benchlib.errors import require
-from benchlib.params import Param
+from benchlib.declarations.params import Param
+from benchlib.primitives.errors import require
 from benchlib.report.base import check_experiments, derived_param, required_param
 from benchlib.report.kinds.common.history import read_json
-from benchlib.report.stats import METRIC_PATTERN
+from benchlib.report.statistics.table import METRIC_PATTERN
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
-    from benchlib.report.stats import MetricDisplay
+    from benchlib.report.statistics.table import MetricDisplay
 
 T = TypeVar("T")
 

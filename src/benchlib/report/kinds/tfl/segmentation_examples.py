@@ -2,7 +2,7 @@
 test sample: the image, the ground truth, then each method's prediction with its Dice.
 
 The predictions are the ones the cells saved (``training.save_predictions``, see
-:mod:`benchlib.saved_predictions`): every method's cell of one seed predicted the same test
+:mod:`benchlib.facts.saved_predictions`): every method's cell of one seed predicted the same test
 samples of each client. Per chosen client the figure shows the ``per_client`` saved samples with
 the largest ground-truth foreground (ties: store order); ``scope: oof`` (default) draws from the
 held-out clients, ``if`` from the federation. Dice is the task's: per foreground class, an
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import layout
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives import layout
+from benchlib.primitives.errors import require
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -73,7 +73,7 @@ class Panel:
 
 def saved_rows(metrics: dict[str, Any], where: str) -> dict[int, tuple[list[int], Any]]:
     """client -> (store rows, decoded class maps) of a metrics.json's saved predictions."""
-    from benchlib.saved_predictions import decode_array
+    from benchlib.facts.saved_predictions import decode_array
 
     saved = metrics.get("predictions")
     require(

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchlib import __version__
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import require
 from benchlib.report.base import ReportKind, check_outputs, register_kind, required_param
 from benchlib.report.kinds.tfl.runs import (
     POOLINGS,
@@ -37,7 +37,7 @@ from benchlib.report.kinds.tfl.runs import (
     timed_inputs,
     timed_runs,
 )
-from benchlib.report.stats import MetricDisplay
+from benchlib.report.statistics.table import MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
@@ -117,7 +117,7 @@ class TflCostTable(ReportKind):
         }
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        from benchlib.io import write_text_atomic
+        from benchlib.primitives.io import write_text_atomic
         from benchlib.report.latex import render_template
 
         check_outputs(self, outputs)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib.errors import require
-from benchlib.params import Params
+from benchlib.declarations.params import Params
+from benchlib.primitives.errors import require
 from benchlib.report.base import register_kind, required_param
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import RunsFigure
@@ -32,7 +32,7 @@ from benchlib.report.kinds.tfl.runs import (
     scoped_runs,
     score_label,
 )
-from benchlib.report.stats import MetricDisplay
+from benchlib.report.statistics.table import MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig

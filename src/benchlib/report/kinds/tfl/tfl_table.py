@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchlib import __version__
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import require
 from benchlib.report.base import (
     ReportKind,
     check_experiments,
@@ -47,7 +47,12 @@ from benchlib.report.base import (
     required_param,
 )
 from benchlib.report.kinds.tfl.runs import POOLINGS, SCOPES, cell_value, round_means
-from benchlib.report.stats import DIVERGED_MARK, METRIC_PATTERN, MetricDisplay, diverged_note
+from benchlib.report.statistics.table import (
+    DIVERGED_MARK,
+    METRIC_PATTERN,
+    MetricDisplay,
+    diverged_note,
+)
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig
@@ -366,7 +371,7 @@ class TflTable(ReportKind):
         return len(metrics["clients"]), int(metrics["transmitted_parameters"])
 
     def render(self, spec: dict[str, Any], inputs: list[Path], outputs: list[Path]) -> None:
-        from benchlib.io import write_text_atomic
+        from benchlib.primitives.io import write_text_atomic
         from benchlib.report.latex import render_template
 
         check_outputs(self, outputs)

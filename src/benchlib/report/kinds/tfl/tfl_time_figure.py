@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib.params import Params
+from benchlib.declarations.params import Params
 from benchlib.report.base import register_kind, required_param
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import RunsFigure
@@ -33,7 +33,7 @@ from benchlib.report.kinds.tfl.runs import (
     timed_inputs,
     timed_runs,
 )
-from benchlib.report.stats import MetricDisplay
+from benchlib.report.statistics.table import MetricDisplay
 
 if TYPE_CHECKING:
     from benchlib.report.base import ReportConfig

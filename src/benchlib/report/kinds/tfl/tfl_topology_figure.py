@@ -19,8 +19,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib.errors import require
-from benchlib.params import Param, Params
+from benchlib.declarations.params import Param, Params
+from benchlib.primitives.errors import require
 from benchlib.report.base import derived_param, register_kind
 from benchlib.report.figures import pyplot
 from benchlib.report.kinds.common.history import RunsFigure

@@ -1,0 +1,2 @@
+"""The config pipeline: a config file checked and resolved once into its grid of cells, their
+specs, its reports and the target list."""
