@@ -341,3 +341,48 @@ def test_spec_fits_one_command_line_argument(config: str, name: str) -> None:
     assert len(text.encode()) < 100_000
     tested = [r for r in report.spec["rows"] if r["blocks"]]
     assert tested and all(r["status"] == "" for r in tested)
+
+
+def test_reading_takes_comparators_from_their_home_experiment(tmp_path: Path) -> None:
+    """TPT-48, reading "dual step gamma_0.01, prior normalised": its experiments hold only TFL's
+    cells; T2 compares them with FedAvg and FedProx from tpt48_ew / tpt48_ns (no reading of
+    theirs differs) and DRFA from the gamma_0.01 variant (the prior does not concern DRFA)."""
+    import json
+
+    spec = load_config(REPO / "config" / "tfl_tpt48.yaml").reports["tpt48_claims"].spec
+    reading = "dual step gamma_0.01, prior normalised"
+    row = next(r for r in spec["rows"] if r["id"] == "T2" and r["reading"] == reading)
+    assert row["status"] == "" and len(row["blocks"]) == 10  # 2 experiments x 5 seeds
+    home = {
+        "tfl": "{}__reading_dual_step_gamma0p01__reading_prior_normalised",
+        "drfa": "{}__reading_dual_step_gamma0p01",
+        "fedavg": "{}",
+        "fedprox": "{}",
+    }
+    mse = {"tfl": 0.30, "drfa": 0.34, "fedavg": 0.40, "fedprox": 0.41}
+
+    def write(name: str, value: float) -> None:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scores = {"mse": value}
+        path.write_text(json.dumps({"pooled": {"oof": scores, "if": scores},
+                                    "held_out_clients": [{"client": 1}]}))  # fmt: skip
+
+    for name in spec["inputs"]:  # the default reading's TFL and DRFA: another value
+        write(name, 9.0)
+    expected = []
+    for base in ("tpt48_ew", "tpt48_ns"):
+        for seed in range(5):
+            values = {m: v + 0.01 * seed + (0.2 if base == "tpt48_ns" else 0.0)
+                      for m, v in mse.items()}  # fmt: skip
+            values["tfl"] += 0.005 * (seed % 2)
+            expected.append(min(values[m] for m in ("drfa", "fedavg", "fedprox")) - values["tfl"])
+            for method, value in values.items():
+                cell = f"{home[method].format(base)}/none/{method}/k0/seed{seed}"
+                assert f"results/runs/{cell}/metrics.json" in spec["inputs"]
+                write(f"results/runs/{cell}/metrics.json", value)
+    inputs = [tmp_path / name for name in spec["inputs"]]
+    found = next(v for v in verdicts(spec, inputs) if v.row is row)
+    assert not found.missing and sorted(found.differences) == pytest.approx(sorted(expected))
+    d = np.array(expected)
+    assert found.p == pytest.approx(stats.ttest_1samp(d, 0.0, alternative="greater").pvalue)
