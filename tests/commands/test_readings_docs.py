@@ -5,11 +5,13 @@ is recomputed by hand with scipy from those cells."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import REPO
 from scipy import stats
 
+from benchlib.commands.claims_docs import golden_path
 from benchlib.commands.readings_docs import (
     CELLS,
     END,
@@ -17,7 +19,6 @@ from benchlib.commands.readings_docs import (
     START,
     block,
     current_block,
-    slim,
     with_block,
 )
 
@@ -33,18 +34,18 @@ def test_tfl_page_block_is_current() -> None:
 DRAWS = "__reading_client_draws_withoutreplacement"
 
 
-def _pooled(cells: dict, experiment: str, method: str, scope: str) -> list[float]:
+def _pooled(experiment: str, method: str, scope: str) -> list[float]:
     runs = f"results/runs/{experiment}/none/{method}/k0/seed"
-    return [cells[f"{runs}{seed}/metrics.json"]["pooled"][scope]["mse"] for seed in range(5)]
+    paths = [golden_path(REPO, CELLS, f"{runs}{seed}/metrics.json") for seed in range(5)]
+    return [json.loads(Path(p).read_text())["pooled"][scope]["mse"] for p in paths]
 
 
 def test_one_order_test_recomputed_by_hand() -> None:
     """The closest combination (C + draws without replacement), E(24) -> W(24): TFL against
     DRFA by a paired t-test over the 5 seeds, as scipy computes it from the committed cells."""
-    cells = json.loads((REPO / CELLS).read_text())
     combo = "__reading_dual_step_gamma0p01"
-    tfl = _pooled(cells, f"tpt48_ew{combo}__reading_prior_normalised{DRAWS}", "tfl", "oof")
-    drfa = _pooled(cells, f"tpt48_ew{combo}{DRAWS}", "drfa", "oof")
+    tfl = _pooled(f"tpt48_ew{combo}__reading_prior_normalised{DRAWS}", "tfl", "oof")
+    drfa = _pooled(f"tpt48_ew{combo}{DRAWS}", "drfa", "oof")
     p_value = stats.ttest_rel(tfl, drfa).pvalue
     gap = sum(drfa) / 5 - sum(tfl) / 5  # the paper ranks TFL better: positive agrees
     text = current_block((REPO / PAGE).read_text())
@@ -59,17 +60,13 @@ def test_one_order_test_recomputed_by_hand() -> None:
     assert fields[7] == "reversed"  # TFL behind DRFA there, not significantly
 
 
-def test_slim_keeps_what_the_report_reads() -> None:
-    metrics = {
-        "cell": {"seed": 0},
-        "pooled": {"oof": {"mse": 1.5}},
-        "readings": {"embedding": "latest"},
-        "history": {"nonfinite": 0, "round_loss": [1, 2]},
-        "clients": [{"client": 0}],
-    }
-    assert slim(metrics) == {k: metrics[k] for k in ("cell", "pooled", "readings")}
-    metrics["history"]["nonfinite"] = 3
-    assert slim(metrics)["history"] == {"nonfinite": 3}
+def test_the_golden_holds_exactly_the_cells_the_report_reads() -> None:
+    """130 cells: the decisive run in full (the claims report reads 60 of them)."""
+    from benchlib.commands.readings_docs import _inputs, _spec
+
+    wanted = {golden_path(REPO, CELLS, n) for n in _inputs(_spec(REPO))}
+    assert set((REPO / CELLS / "runs").rglob("metrics.json")) == wanted
+    assert len(wanted) == 130
 
 
 def test_with_block_replaces_only_the_block() -> None:

@@ -59,11 +59,11 @@ RUNS: dict[str, list[CpuRun]] = {
     ],
     "tfl": [
         CpuRun("config/tfl_tpt48.yaml", "tpt48_claims", "tests/golden/tpt48",
-               "tests/golden/tpt48: the metrics.json of the 60 cells the claims read (TFL, "
-               "DRFA, FedAvg and FedProx at 5 seeds on E(24) -> W(24) and N(24) -> S(24), "
-               "under both readings; FedAvg's and FedProx's cells are the same under both), "
-               "from the decisive run of `config/tfl_tpt48.yaml`, trimmed to what the report "
-               "reads"),
+               "tests/golden/tpt48: the metrics.json of the 130 cells of the decisive run of "
+               "`config/tfl_tpt48.yaml`, trimmed to what the report reads; the claims read 60 "
+               "of them (TFL, DRFA, FedAvg and FedProx at 5 seeds on E(24) -> W(24) and "
+               "N(24) -> S(24), under both readings; FedAvg's and FedProx's cells are the same "
+               "under both)"),
         CpuRun("config/tfl_pacs_sample.yaml", "tfl_pacs_sample_claims",
                "tests/golden/tfl_pacs_sample",
                "tests/golden/tfl_pacs_sample: the metrics.json of the config's 48 cells (FedAvg, "
