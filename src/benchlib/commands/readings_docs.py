@@ -1,8 +1,8 @@
 """The decisive TPT-48 run on the TFL page (docs/papers/tfl.md): one generated block computed by
 the ``readings`` report's own functions (report ``tfl_table4_readings`` of
-``config/tfl_tpt48.yaml``) from the committed cells (tests/golden/tpt48_readings_cells.json:
-each cell's metrics.json reduced to what the report reads). tests/commands/test_readings_docs.py
-keeps the block current.
+``config/tfl_tpt48.yaml``) from the committed cells (tests/golden/tpt48/runs/: each cell's
+metrics.json trimmed as the claims goldens are; ``tpt48_claims`` reads the same folder).
+tests/commands/test_readings_docs.py keeps the block current.
 
 Rewrite the block: ``python -m benchlib.commands.readings_docs``; refresh the committed cells from a
 finished run first: ``python -m benchlib.commands.readings_docs --cells results``.
