@@ -4,7 +4,6 @@ computes now from the committed collected results (python -m benchlib.commands.c
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +14,7 @@ from helpers.paths import GOLDEN
 from benchlib.commands.claims_docs import (
     END,
     RUNS,
+    CpuRun,
     block,
     cells_text,
     current_block,
@@ -44,7 +44,6 @@ def test_demo_block_numbers() -> None:
     text = current_block((REPO / "docs" / "papers" / "lightyear.md").read_text())
     row = next(line for line in text.splitlines() if line.startswith("| L1 | supported"))
     assert "| 27.69 [16.35, 39.91] points | 6e-05 (0.00036) | 28 | 15.73 | 9.06: 3 |" in row
-    assert "Missing cells: 60; diverged cells: 0" in text  # the sample's golden: ANA, SFA only
 
 
 def test_with_block_replaces_or_appends() -> None:
@@ -86,19 +85,18 @@ def test_fedagain_demo_row_by_hand() -> None:
 
 
 def test_femnist_sample_golden_is_described_as_it_is() -> None:
-    """The sample's golden holds the k = 0, ANA and SFA cells of the config's grid, as its
-    description says, and the block lists every claim as not tested."""
+    """The sample's golden holds every cell of the config's grid (k = 0, and the four
+    malfunctions at k = 1, 4, 7), as its description says; nothing is missing."""
     run = run_of("femnist_sample_claims")
     config = load_config(REPO / run.config)
-    golden = pd.read_csv(REPO / run.golden)
+    golden = pd.concat(pd.read_csv(p) for p in sorted((REPO / run.golden).glob("*.csv")))
     held = golden[["malfunction", "method_id", "k", "seed"]].drop_duplicates()
-    assert len(list(config.cells("femnist_sample"))) == 130 and len(held) == 70
-    assert sorted(held["malfunction"].unique()) == ["ana", "none", "sfa"]
-    assert "(70 of the config's 130 cells)" in run.source
+    assert len(list(config.cells("femnist_sample"))) == len(held) == 130
+    assert sorted(held["malfunction"].unique()) == ["ana", "dynamic", "none", "random", "sfa"]
+    assert "(all 130 cells" in run.source
     text = current_block((REPO / "docs" / "papers" / "lightyear.md").read_text())
     section = text[text.index("femnist_sample.yaml") :]
-    rows = [line for line in section.splitlines() if re.match(r"\| L\d", line)]
-    assert rows and all("| not tested |" in line for line in rows)
+    assert "Missing cells" not in section
 
 
 def test_golden_path() -> None:
@@ -146,12 +144,14 @@ def test_trimmed_metrics_score_as_the_full_file(tmp_path) -> None:
             assert values[0] == values[1] and values[0].diverged
 
 
-def test_save_golden_needs_every_input(tmp_path) -> None:
+def test_save_golden_needs_every_input(tmp_path, monkeypatch) -> None:
     """Nothing is copied unless every input of the report is there, each error in one line."""
+    one_csv = CpuRun("config/demo.yaml", "one_csv_claims", "tests/golden/x.csv", "one CSV")
+    monkeypatch.setitem(RUNS, "lightyear", [*RUNS["lightyear"], one_csv])
     before = sorted((GOLDEN / "fedagain_demo").iterdir())
     cases = [
         ("fedagain_demo_claims", r"6 of its 6 inputs are missing .*build reports/"),
-        ("femnist_sample_claims", r"names no golden folder"),
+        ("one_csv_claims", r"names no golden folder"),
         ("nope", r"no CPU run has the claims report 'nope'"),
     ]
     for report, message in cases:

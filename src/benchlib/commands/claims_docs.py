@@ -42,15 +42,10 @@ RUNS: dict[str, list[CpuRun]] = {
         CpuRun("config/demo.yaml", "mnist5k_claims", "tests/golden/demo",
                "tests/golden/demo: the collected results of `make demo`"),
         CpuRun("config/femnist_sample.yaml", "femnist_sample_claims",
-               "tests/golden/femnist_sample_collected.csv",
-               "tests/golden/femnist_sample_collected.csv, an earlier run of the sample: its "
-               "k = 0 cells and the ANA and SFA cells at k = 1, 4, 7 (70 of the config's 130 "
-               "cells), run before the baseline fidelity fixes (SCCLIP with b = 1, ASMR without "
-               "server momentum, CFL with absolute thresholds), so their numbers are stale. It "
-               "holds no random or dynamic cells, and every claim this config maps needs some, "
-               "so no claim is tested here. A current run of all 130 cells: "
-               "`benchlib forkserver -- snakemake --configfile=config/femnist_sample.yaml "
-               "--cores 2 reports/femnist_sample_claims.md`"),
+               "tests/golden/femnist_sample",
+               "tests/golden/femnist_sample: the collected results of a run of "
+               "`reports/femnist_sample_claims.md` (all 130 cells: k = 0, and ANA, SFA, random "
+               "and dynamic at k = 1, 4, 7; one seed)"),
     ],
     "fedagain": [
         CpuRun("config/fedagain_demo.yaml", "fedagain_demo_claims", "tests/golden/fedagain_demo",
